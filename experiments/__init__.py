@@ -1,0 +1,1 @@
+"""Thin entry points: parse options, call the package, write results (``python -m experiments.X``)."""

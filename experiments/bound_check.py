@@ -1,0 +1,220 @@
+"""Measure Theorems 1-2 against their bounds over horizons: gaps, ratios and log-log slopes.
+
+``python -m experiments.bound_check [--preset smoke|default] [options]``
+
+For each instance family and horizon ``H`` it draws ``n_instances`` instances with per-turn
+error about ``eps`` (policy families) or ``delta`` (simulator families), computes the exact return
+gap and the bound, and fits ``log gap`` against ``log H`` with a bootstrap CI. In the regime
+``eps H << 1`` the bound grows like ``H^2``; whether the *gap* does depends on the family:
+
+* ``cliff`` / ``sim-cliff`` (THEORY.md §2 tightness): the gap is the bound to first order;
+* ``absorbing`` / ``absorbing-sim``: random dialogue MDPs where a deviation (a risky action, a
+  user who drops out) leads to an absorbing failure: quadratic, like the cliff;
+* ``mixing`` / ``mixing-sim``: plain random kernels forget deviations, so the gap grows
+  sub-quadratically (it can even cancel across turns) and the quadratic bound is loose there
+  (reported, not hidden).
+
+Writes ``table.csv``, ``table.md``, ``results.json`` and ``bound_check.{png,pdf}`` under
+``--out-dir``.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from shiftbounds import constructions as C
+from shiftbounds.shift import policy_shift, simulator_shift
+from shiftbounds.tabular import mixture_policy
+from shiftbounds.utils.cli import build_parser, config_from_args
+from shiftbounds.utils.io import atomic_write_text, markdown_table, write_csv, write_json
+from shiftbounds.utils.plotting import new_figure, save_figure, series_style
+from shiftbounds.utils.progress import Progress
+from shiftbounds.utils.stats import loglog_slope
+
+FAMILIES = ("cliff", "sim-cliff", "absorbing", "absorbing-sim", "mixing", "mixing-sim")
+QUADRATIC_FAMILIES = ("cliff", "sim-cliff", "absorbing", "absorbing-sim")
+
+
+@dataclass(frozen=True)
+class BoundCheckConfig:
+    """Options of ``experiments.bound_check`` (each is a command-line flag)."""
+
+    horizons: tuple[int, ...] = field(default=(4, 8, 16, 32, 64, 128), metadata={"help": "horizons H to sweep (comma-separated)"})
+    eps_H: float = field(default=0.05, metadata={"help": "per-turn error times the largest H; keep << 1 for the quadratic regime"})
+    n_instances: int = field(default=16, metadata={"help": "instances per (family, H)"})
+    n_states: int = field(default=6, metadata={"help": "S of the random families (absorbing ones get one more)"})
+    n_actions: int = field(default=3, metadata={"help": "A of the random families"})
+    families: tuple[str, ...] = field(default=FAMILIES, metadata={"help": f"families to run, from {FAMILIES}"})
+    cliff_eps_H: tuple[float, ...] = field(default=(1.0, 0.5, 0.2, 0.1, 0.05, 0.01, 0.001), metadata={"help": "eps*H values for the cliff-ratio curve"})
+    n_boot: int = field(default=2000, metadata={"help": "bootstrap resamples for slope CIs"})
+    seed: int = field(default=0, metadata={"help": "one seed for every generator"})
+    out_dir: str = field(default="results/bound_check", metadata={"help": "folder for the results"})
+
+    def __post_init__(self) -> None:
+        if len(self.horizons) < 2 or min(self.horizons) < 2:
+            raise ValueError(f"--horizons needs at least two values >= 2; got {self.horizons}")
+        if not 0 < self.eps_H <= 1:
+            raise ValueError(f"--eps-H must lie in (0, 1]; got {self.eps_H}")
+        if self.n_instances < 1 or self.n_boot < 10:
+            raise ValueError(f"--n-instances >= 1 and --n-boot >= 10 required; got {self.n_instances}, {self.n_boot}")
+        if self.n_states < 1 or self.n_actions < 2:
+            raise ValueError(f"--n-states >= 1 and --n-actions >= 2 required; got {self.n_states}, {self.n_actions}")
+        bad = [f for f in self.families if f not in FAMILIES]
+        if bad or not self.families:
+            raise ValueError(f"--families must be a non-empty subset of {FAMILIES}; got unknown {bad}")
+
+    @property
+    def eps(self) -> float:
+        """Per-turn error used at every horizon: ``eps_H / max(H)``."""
+        return self.eps_H / max(self.horizons)
+
+
+PRESETS = {
+    "default": {},
+    "smoke": {"horizons": (8, 16, 32), "n_instances": 16, "n_states": 3, "n_boot": 200,
+              "out_dir": "results/bound_check_smoke"},
+}
+
+
+def measure(family: str, H: int, cfg: BoundCheckConfig, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Absolute return gaps and their bounds (Theorem 1 or 2 right-hand sides), ``[n_instances]`` each."""
+    n, S, A = cfg.n_instances, cfg.n_states, cfg.n_actions
+    scale = rng.uniform(0.5, 1.5, size=n)  # per-instance error around cfg.eps
+    if family in ("cliff", "sim-cliff"):
+        gaps, bounds = np.empty(n), np.empty(n)
+        for i in range(n):
+            if family == "cliff":
+                c = C.cliff(H, cfg.eps * scale[i])
+                r = policy_shift(c.mdp, c.policy, c.data_policy)
+                gaps[i], bounds[i] = abs(r.return_gap), r.theorem1_rhs
+            else:
+                real, sim, pi = C.simulator_cliff(H, cfg.eps * scale[i])
+                r = simulator_shift(real, sim, pi)
+                gaps[i], bounds[i] = abs(r.return_gap), r.theorem2_rhs
+        return gaps, bounds
+    w = (cfg.eps * scale)[:, None, None, None]
+    if family == "absorbing":
+        mdp, data = C.absorbing_failure_mdp(H, S, A, rng=rng, batch=(n,))
+        risky = np.zeros_like(data)
+        risky[..., -1] = 1.0
+        r = policy_shift(mdp, mixture_policy(data, risky, w), data)
+        return np.abs(r.return_gap), r.theorem1_rhs
+    if family == "absorbing-sim":
+        sim, data = C.absorbing_failure_mdp(H, S, A, rng=rng, batch=(n,))
+        r = simulator_shift(C.user_dropout(sim, cfg.eps * scale), sim, data)
+        return np.abs(r.return_gap), r.theorem2_rhs
+    mdp = C.random_mdp(H, S, A, rng=rng, batch=(n,))
+    data = C.random_policy(H, S, A, rng=rng, batch=(n,))
+    if family == "mixing":
+        other = C.random_policy(H, S, A, rng=rng, batch=(n,), kind="deterministic")
+        r = policy_shift(mdp, mixture_policy(data, other, w), data)
+        return np.abs(r.return_gap), r.theorem1_rhs
+    # mixing-sim: the simulator errs by about eps per turn on every (s, a)
+    other = C.random_distributions((n, H, S, A), S, rng=rng, kind="deterministic")
+    T = (1 - w[..., None]) * mdp.transitions + w[..., None] * other
+    r = simulator_shift(mdp, type(mdp)(T, mdp.rewards, mdp.initial), data)
+    return np.abs(r.return_gap), r.theorem2_rhs
+
+
+def cliff_ratios(cfg: BoundCheckConfig) -> list[dict]:
+    """Gap / Theorem-1 bound on the cliff for each ``eps*H`` (at ``H = max(horizons)``)."""
+    H = max(cfg.horizons)
+    rows = []
+    for eh in cfg.cliff_eps_H:
+        c = C.cliff(H, eh / H)
+        r = policy_shift(c.mdp, c.policy, c.data_policy)
+        rows.append({"eps_H": eh, "H": H, "gap": abs(float(r.return_gap)), "bound": float(r.theorem1_rhs),
+                     "ratio": abs(float(r.return_gap)) / float(r.theorem1_rhs)})
+    return rows
+
+
+def run(cfg: BoundCheckConfig, stream=sys.stderr) -> dict:
+    """Run the sweep, write every output, and return the results dict."""
+    rng = np.random.default_rng(cfg.seed)
+    out = Path(cfg.out_dir)
+    rows, slopes = [], []
+    prog = Progress(len(cfg.families) * len(cfg.horizons), "bound_check", stream=stream)
+    for family in cfg.families:
+        all_H, all_gap, all_bound = [], [], []
+        for H in cfg.horizons:
+            gaps, bounds = measure(family, H, cfg, rng)
+            assert (gaps <= bounds + 1e-9).all(), f"bound violated in {family} at H={H}"
+            all_H += [H] * gaps.size
+            all_gap += list(gaps)
+            all_bound += list(bounds)
+            rows.append({"family": family, "H": H, "eps_H": cfg.eps * H, "gap": float(gaps.mean()),
+                         "bound": float(bounds.mean()), "ratio": float((gaps / bounds).mean())})
+            prog.update(note=f"{family} H={H}")
+        g = loglog_slope(all_H, all_gap, rng=rng, n_boot=cfg.n_boot)
+        b = loglog_slope(all_H, all_bound, rng=rng, n_boot=cfg.n_boot)
+        slopes.append({"family": family, "kind": "simulator" if "sim" in family else "policy",
+                       "gap_slope": g.value, "gap_slope_low": g.low, "gap_slope_high": g.high,
+                       "bound_slope": b.value, "quadratic_family": family in QUADRATIC_FAMILIES})
+    ratios = cliff_ratios(cfg)
+    results = {"config": asdict(cfg), "eps": cfg.eps, "rows": rows, "slopes": slopes, "cliff_ratios": ratios}
+    write_csv(out / "table.csv", rows)
+    write_csv(out / "slopes.csv", slopes)
+    write_csv(out / "cliff_ratios.csv", ratios)
+    write_json(out / "results.json", results)
+    md = ("# bound_check\n\nPer-turn error eps = {:.3g} (eps*H <= {:.3g}).\n\n## Slopes of log gap on log H "
+          "(95 % bootstrap CI)\n\n".format(cfg.eps, cfg.eps_H))
+    md += markdown_table(slopes, ["family", "kind", "gap_slope", "gap_slope_low", "gap_slope_high", "bound_slope"])
+    md += "\n## Cliff: gap / Theorem 1 bound\n\n" + markdown_table(ratios, ["eps_H", "H", "gap", "bound", "ratio"])
+    md += "\n## Gap and bound per horizon (means over instances)\n\n" + markdown_table(rows)
+    atomic_write_text(out / "table.md", md)
+    plot(results, out / "bound_check")
+    return results
+
+
+def plot(results: dict, stem: Path) -> list[Path]:
+    """Left: gap (markers) and bound (thin line) against H, log-log. Right: cliff ratio against eps*H."""
+    fig, axes = new_figure(ncols=2, width=3.6, height=2.8)
+    ax = axes[0, 0]
+    families = list(dict.fromkeys(r["family"] for r in results["rows"]))
+    slope = {s["family"]: s for s in results["slopes"]}
+    for i, fam in enumerate(families):
+        rs = [r for r in results["rows"] if r["family"] == fam]
+        st = series_style(i)
+        H = [r["H"] for r in rs]
+        ax.plot(H, [r["gap"] for r in rs], label=f"{fam} (slope {slope[fam]['gap_slope']:.2f})", **st)
+        ax.plot(H, [r["bound"] for r in rs], color=st["color"], linewidth=0.6, linestyle=":")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("horizon H (turns)")
+    ax.set_ylabel(r"$|J - J_{\mathrm{train}}|$ (markers), bound (dotted)")
+    ax.set_title(r"gap vs $H$ at $\epsilon H \leq %.2g$" % results["config"]["eps_H"])
+    ax.legend(loc="upper left", frameon=False)
+    ax = axes[0, 1]
+    cr = results["cliff_ratios"]
+    ax.plot([r["eps_H"] for r in cr], [r["ratio"] for r in cr], **series_style(0))
+    ax.axhline(1.0, color="0.5", linewidth=0.7)
+    ax.set_xscale("log")
+    ax.set_xlabel(r"$\epsilon H$")
+    ax.set_ylabel("cliff gap / Theorem 1 bound")
+    ax.set_title("tightness of Theorem 1 (cliff)")
+    return save_figure(fig, stem)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = build_parser(BoundCheckConfig, __doc__, PRESETS, "default")
+    args = parser.parse_args(argv)
+    try:
+        cfg = config_from_args(BoundCheckConfig, args, PRESETS)
+    except ValueError as exc:
+        parser.error(str(exc))
+    results = run(cfg)
+    print(f"\nper-turn error eps = {cfg.eps:.3g}; slopes of log|gap| on log H (95% bootstrap CI):")
+    for s in results["slopes"]:
+        print(f"  {s['family']:14s} gap {s['gap_slope']:.3f} [{s['gap_slope_low']:.3f}, {s['gap_slope_high']:.3f}]"
+              f"   bound {s['bound_slope']:.3f}")
+    print("cliff gap/bound: " + ", ".join(f"eps*H={r['eps_H']:g}: {r['ratio']:.4f}" for r in results["cliff_ratios"]))
+    print(f"wrote {cfg.out_dir}/table.md, table.csv, slopes.csv, cliff_ratios.csv, results.json, bound_check.png/pdf")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Plumbing shared by experiments: atomic results files, progress with ETA, statistics, figures."""

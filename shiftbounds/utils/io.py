@@ -1,0 +1,97 @@
+"""Atomic results files: JSON, CSV and Markdown tables, and checkpointed stages.
+
+A file is written to a temporary sibling and renamed into place, so a killed run never leaves a
+half-written result; readers see the old file or the new one.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from dataclasses import asdict, is_dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+
+
+def _jsonable(x: Any) -> Any:
+    if is_dataclass(x) and not isinstance(x, type):
+        return _jsonable(asdict(x))
+    if isinstance(x, Mapping):
+        return {str(k): _jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return _jsonable(x.tolist())
+    if isinstance(x, (np.floating, float)):
+        v = float(x)
+        return v if math.isfinite(v) else str(v)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, Path):
+        return str(x)
+    return x
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (temporary file in the same folder, then rename)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_json(path: str | os.PathLike, obj: Any) -> Path:
+    """Atomically write ``obj`` (dataclasses, arrays and NumPy scalars allowed) as indented JSON."""
+    return atomic_write_text(path, json.dumps(_jsonable(obj), indent=2, sort_keys=False) + "\n")
+
+
+def read_json(path: str | os.PathLike) -> Any:
+    """Read a JSON file; the error names the file when it is not valid JSON."""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path} is not valid JSON ({exc})") from exc
+
+
+def write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]]) -> Path:
+    """Atomically write a list of dicts as CSV (columns in first-seen order)."""
+    columns: list[str] = []
+    for row in rows:
+        columns += [k for k in row if k not in columns]
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: _jsonable(v) for k, v in row.items()})
+    return atomic_write_text(path, buf.getvalue())
+
+
+def format_cell(v: Any, digits: int = 4) -> str:
+    """A compact string for a table cell (floats to ``digits`` significant digits)."""
+    if isinstance(v, (float, np.floating)):
+        return f"{float(v):.{digits}g}"
+    return str(v)
+
+
+def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Iterable[str] | None = None) -> str:
+    """A GitHub-flavoured Markdown table of ``rows``."""
+    cols = list(columns) if columns is not None else list(rows[0]) if rows else []
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    lines += ["| " + " | ".join(format_cell(r.get(c, "")) for c in cols) + " |" for r in rows]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,92 @@
+"""Statistics for reported numbers: confidence intervals and log-log slopes with bootstrap CIs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import stats as _stats
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A point estimate with a two-sided confidence interval ``[low, high]`` at ``level``."""
+
+    value: float
+    low: float
+    high: float
+    level: float = 0.95
+
+    def contains(self, x: float) -> bool:
+        """True when ``low <= x <= high``."""
+        return self.low <= x <= self.high
+
+    def __str__(self) -> str:
+        return f"{self.value:.4g} [{self.low:.4g}, {self.high:.4g}]"
+
+
+def mean_ci(x: np.ndarray, level: float = 0.95) -> Estimate:
+    """Mean with a Student-t interval (zero width for a single sample or constant data)."""
+    x = np.asarray(x, dtype=float).ravel()
+    if x.size == 0:
+        raise ValueError("mean_ci needs at least one value")
+    m = float(x.mean())
+    if x.size == 1 or np.all(x == x[0]):
+        return Estimate(m, m, m, level)
+    half = float(_stats.t.ppf(0.5 + level / 2, x.size - 1) * x.std(ddof=1) / np.sqrt(x.size))
+    return Estimate(m, m - half, m + half, level)
+
+
+def proportion_ci(successes: int, n: int, level: float = 0.95) -> Estimate:
+    """Wilson score interval for a proportion ``successes / n``."""
+    if n <= 0 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n and n > 0; got successes={successes}, n={n}")
+    z = float(_stats.norm.ppf(0.5 + level / 2))
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return Estimate(p, float(centre - half), float(centre + half), level)
+
+
+def _bootstrap_slope(u: np.ndarray, v: np.ndarray, rng: np.random.Generator, n_boot: int,
+                     level: float) -> Estimate:
+    """Least-squares slope of ``v`` on ``u``; percentile bootstrap resampling within each
+    distinct ``u`` (stratified, so every horizon stays represented)."""
+    if np.unique(u).size < 2:
+        raise ValueError("a slope needs at least two distinct x values")
+    slope = float(np.polyfit(u, v, 1)[0])
+    groups = [np.flatnonzero(u == value) for value in np.unique(u)]
+    boots = np.empty(n_boot)
+    for b in range(n_boot):
+        idx = np.concatenate([g[rng.integers(g.size, size=g.size)] for g in groups])
+        boots[b] = np.polyfit(u[idx], v[idx], 1)[0]
+    lo, hi = np.quantile(boots, [0.5 - level / 2, 0.5 + level / 2])
+    return Estimate(slope, float(lo), float(hi), level)
+
+
+def _pair(x: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(x, dtype=float).ravel()
+    y = np.asarray(y, dtype=float).ravel()
+    if x.shape != y.shape or x.size < 2:
+        raise ValueError(f"x and y need the same length >= 2; got {x.size} and {y.size}")
+    return x, y
+
+
+def loglog_slope(x: np.ndarray, y: np.ndarray, *, rng: np.random.Generator, n_boot: int = 2000,
+                 level: float = 0.95) -> Estimate:
+    """Slope of ``log y`` on ``log x`` (a polynomial growth order) with a bootstrap CI.
+
+    Raises:
+        ValueError: a non-positive ``x`` or ``y`` (a log-log slope needs positive values).
+    """
+    x, y = _pair(x, y)
+    if (x <= 0).any() or (y <= 0).any():
+        raise ValueError(f"loglog_slope needs positive x and y; got min x {x.min():.3g}, min y {y.min():.3g}")
+    return _bootstrap_slope(np.log(x), np.log(y), rng, n_boot, level)
+
+
+def linear_slope(x: np.ndarray, y: np.ndarray, *, rng: np.random.Generator, n_boot: int = 2000,
+                 level: float = 0.95) -> Estimate:
+    """Slope of ``y`` on ``x`` with a bootstrap CI (e.g. ``log n`` against ``H``: an exponential rate)."""
+    x, y = _pair(x, y)
+    return _bootstrap_slope(x, y, rng, n_boot, level)

@@ -1,0 +1,91 @@
+"""Plumbing: atomic files, statistics, CLI from dataclasses, progress."""
+
+from __future__ import annotations
+
+import io
+import json
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from shiftbounds.utils.cli import build_parser, config_from_args
+from shiftbounds.utils.io import markdown_table, read_json, write_csv, write_json
+from shiftbounds.utils.progress import Progress, format_seconds
+from shiftbounds.utils.stats import linear_slope, loglog_slope, mean_ci, proportion_ci
+
+
+def test_write_json_roundtrip_and_no_temp_left(tmp_path):
+    p = write_json(tmp_path / "a" / "r.json", {"x": np.float64(1.5), "y": np.arange(3), "z": float("nan")})
+    assert read_json(p) == {"x": 1.5, "y": [0, 1, 2], "z": "nan"}
+    assert [f.name for f in p.parent.iterdir()] == ["r.json"]
+
+
+def test_read_json_names_bad_file(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    with pytest.raises(ValueError, match=r"bad\.json is not valid JSON"):
+        read_json(bad)
+
+
+def test_csv_and_markdown(tmp_path):
+    rows = [{"a": 1, "b": 0.123456}, {"a": 2, "c": "x"}]
+    text = write_csv(tmp_path / "t.csv", rows).read_text()
+    assert text.splitlines()[0] == "a,b,c"
+    md = markdown_table(rows)
+    assert md.splitlines()[2] == "| 1 | 0.1235 |"
+
+
+def test_loglog_slope_recovers_power_and_ci_covers():
+    rng = np.random.default_rng(0)
+    x = np.repeat([2, 4, 8, 16, 32], 8)
+    y = 3 * x**2.0 * np.exp(rng.normal(0, 0.05, x.size))
+    est = loglog_slope(x, y, rng=rng, n_boot=500)
+    assert est.contains(2.0) and est.high - est.low < 0.1
+    est = linear_slope(x, np.log(y), rng=rng, n_boot=200)
+    assert est.low <= est.value <= est.high
+    with pytest.raises(ValueError, match="positive"):
+        loglog_slope(x, -y, rng=rng)
+    with pytest.raises(ValueError, match="two distinct"):
+        loglog_slope([2, 2], [1, 2], rng=rng)
+
+
+def test_mean_and_proportion_ci():
+    e = mean_ci(np.array([1.0, 2.0, 3.0]))
+    assert e.value == 2.0 and e.low < 2.0 < e.high
+    assert mean_ci(np.array([5.0])).low == 5.0
+    p = proportion_ci(0, 10)
+    assert p.low == pytest.approx(0.0, abs=1e-12) and 0.2 < p.high < 0.35
+    with pytest.raises(ValueError, match="successes=11, n=10"):
+        proportion_ci(11, 10)
+
+
+@dataclass(frozen=True)
+class _Cfg:
+    n: int = field(default=3, metadata={"help": "a count"})
+    xs: tuple[int, ...] = field(default=(1, 2), metadata={"help": "values"})
+    flag: bool = field(default=False, metadata={"help": "a flag"})
+
+    def __post_init__(self):
+        if self.n < 1:
+            raise ValueError(f"--n must be >= 1; got {self.n}")
+
+
+def test_cli_presets_and_overrides():
+    presets = {"default": {}, "smoke": {"n": 1}}
+    parser = build_parser(_Cfg, "doc", presets, "default")
+    cfg = config_from_args(_Cfg, parser.parse_args(["--preset", "smoke", "--xs", "4,5", "--flag", "yes"]), presets)
+    assert cfg == _Cfg(n=1, xs=(4, 5), flag=True)
+    assert "a count" in parser.format_help()
+    with pytest.raises(ValueError, match="--n must be >= 1; got 0"):
+        config_from_args(_Cfg, parser.parse_args(["--n", "0"]), presets)
+
+
+def test_progress_prints_eta():
+    buf = io.StringIO()
+    p = Progress(3, "job", stream=buf, min_interval=0.0)
+    for _ in range(3):
+        p.update(note="step")
+    lines = buf.getvalue().splitlines()
+    assert lines[-1].startswith("[job] 3/3") and "ETA 0s" in lines[-1]
+    assert format_seconds(3725) == "1h02m" and format_seconds(65) == "1m05s"
