@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from shiftbounds.tabular import backend as B
 from shiftbounds.tabular.backend import Array
 from shiftbounds.tabular.evaluation import expected_return, occupancy, turn_rewards
@@ -26,6 +28,38 @@ def _check_same_space(a: TabularMDP, b: TabularMDP, names: tuple[str, str]) -> N
     shape_b = (b.horizon, b.n_states, b.n_actions)
     if shape_a != shape_b:
         raise ValueError(f"{names[0]} has (H, S, A) = {shape_a} but {names[1]} has {shape_b}; they must match")
+
+
+def _stationary(x: Array, axis: int) -> bool:
+    return not B.is_torch(x) and x.strides[axis] == 0 and x.shape[axis] > 1
+
+
+def kernel_tv(real_mdp: TabularMDP, sim_mdp: TabularMDP) -> Array:
+    """``TV(T_real,t(.|s,a), T_sim,t(.|s,a))``; shape ``[..., H, S, A]``.
+
+    Kernels passed as stride-0 broadcasts over turns (stationary users) are compared once and
+    the result broadcast, instead of materialising ``H`` copies of the difference.
+    """
+    Tr, Ts = real_mdp.transitions, sim_mdp.transitions
+    if _stationary(Tr, -4) and _stationary(Ts, -4):
+        once = total_variation(Tr[..., :1, :, :, :], Ts[..., :1, :, :, :])
+        return np.broadcast_to(once, once.shape[:-3] + (Tr.shape[-4],) + once.shape[-2:])
+    return total_variation(Tr, Ts)
+
+
+def kernel_error(real_mdp: TabularMDP, sim_mdp: TabularMDP, contexts: Array, policy: Array) -> Array:
+    """Per-turn simulator error at given contexts: ``sum_{s,a} w_t(s) pi_t(a|s) TV(T_real, T_sim)(s,a)``.
+
+    ``contexts`` is ``w[..., H, S]``: ``d^{pi,sim}`` gives ``delta_t`` (§3), ``d^{pi_data,real}`` with
+    ``policy = pi_data`` gives the error on logged contexts, which is what fitting a simulator to
+    logs controls (§3, Theorem 3 remark). Shape ``[..., H]``.
+    """
+    return (contexts[..., :, :, None] * policy * kernel_tv(real_mdp, sim_mdp)).sum((-2, -1))
+
+
+def reward_error(real_mdp: TabularMDP, sim_mdp: TabularMDP, contexts: Array, policy: Array) -> Array:
+    """Per-turn reward mismatch ``sum_{s,a} w_t(s) pi_t(a|s) |r_real - r_sim|(s,a)``; ``rho_t`` for ``w = d^{pi,sim}``."""
+    return (contexts[..., :, :, None] * policy * abs(real_mdp.rewards - sim_mdp.rewards)).sum((-2, -1))
 
 
 @dataclass(frozen=True)
@@ -102,10 +136,8 @@ def simulator_shift(real_mdp: TabularMDP, sim_mdp: TabularMDP, policy: Array) ->
     pi = check_policy(policy, real_mdp)
     d_real = occupancy(real_mdp, pi)
     d_sim = occupancy(sim_mdp, pi)
-    weight = d_sim[..., :, :, None] * pi  # [..., H, S, A] = d_t^{pi,sim}(s) pi_t(a|s)
-    kernel_tv = total_variation(real_mdp.transitions, sim_mdp.transitions)  # [..., H, S, A]
-    delta = (weight * kernel_tv).sum((-2, -1))
-    rho = (weight * abs(real_mdp.rewards - sim_mdp.rewards)).sum((-2, -1))
+    delta = kernel_error(real_mdp, sim_mdp, d_sim, pi)
+    rho = reward_error(real_mdp, sim_mdp, d_sim, pi)
     R = reward_span(real_mdp)
     return SimulatorShift(
         delta=delta,
@@ -157,11 +189,10 @@ def unified_shift(
     beta = check_policy(behaviour_policy, real_mdp, "behaviour_policy")
     q = occupancy(sim_mdp, beta)
     d_real = occupancy(real_mdp, pi)
-    weight = q[..., :, :, None] * pi
     eps = (q * total_variation(pi, beta)).sum(-1)
-    delta = (weight * total_variation(real_mdp.transitions, sim_mdp.transitions)).sum((-2, -1))
-    rho = (weight * abs(real_mdp.rewards - sim_mdp.rewards)).sum((-2, -1))
-    j_train = (weight * sim_mdp.rewards).sum((-3, -2, -1))
+    delta = kernel_error(real_mdp, sim_mdp, q, pi)
+    rho = reward_error(real_mdp, sim_mdp, q, pi)
+    j_train = (q[..., :, :, None] * pi * sim_mdp.rewards).sum((-3, -2, -1))
     R = reward_span(real_mdp)
     return UnifiedShift(
         eps=eps,

@@ -1,0 +1,292 @@
+"""Static vs Interactive vs Calibrated Interactive RL on tabular dialogue tasks, exactly.
+
+``python -m experiments.dialogue_regimes [--preset smoke|default] [options]``
+
+For each task (``guess_number``: information seeking; ``booking``: slot filling) it builds the
+exact summary MDP against the real user, samples ``n`` logs of ``pi_data``, and solves every
+paradigm exactly (``shiftbounds.dialogue.paradigms``). It reports
+
+* the main table at ``--horizon``, ``--n-main`` and the default simulator knobs: ``J_real``
+  (goal-aware judged return against the real user), success rate, training objective and its
+  gap to ``J_real``, shift summaries, with 95 % CIs over ``--seeds`` log samples;
+* per-turn ``eps_t, Delta_t, B(eps)_t`` and ``delta_t, D_t, rho_t, B(delta)_t`` and the simulator
+  error on logged contexts (``per_turn.csv``);
+* a regime map over the prompted simulator's sycophancy (accept-wrong) and leak rates, the log size
+  ``n`` and the horizon ``H``: which paradigm wins on ``J_real`` and by how much (``regimes.csv``,
+  ``regime_map.png``);
+* the user models' sycophancy metrics (``sycophancy.png``).
+
+Every shift is checked against its bound as it is computed (``Delta <= B(eps)``, ``D <= B(delta)``).
+Finished (task, H) blocks are saved under ``blocks/`` and skipped on a rerun with the same options.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from shiftbounds.dialogue.exact import (
+    PARADIGMS,
+    REFERENCES,
+    logged_paradigms,
+    make_task,
+    prepare_task,
+    prompted_paradigm,
+    reference_results,
+    sample_logs,
+)
+from shiftbounds.dialogue.plots import plot_per_turn, plot_regime_map, plot_sycophancy
+from shiftbounds.dialogue.tasks import REWARD_SOURCES, TASKS, prompted_simulator, real_user
+from shiftbounds.utils.cli import build_parser, config_from_args
+from shiftbounds.utils.io import atomic_write_text, markdown_table, read_json, write_csv, write_json
+from shiftbounds.utils.progress import Progress
+from shiftbounds.utils.stats import mean_ci
+
+BOUND_TOL = 1e-9
+FORMAT_VERSION = 2  # (regime_cells is recomputed from blocks on every run)  # bump when a block's contents change, so stale saved blocks are recomputed
+
+
+@dataclass(frozen=True)
+class RegimeConfig:
+    """Options of ``experiments.dialogue_regimes``."""
+
+    tasks: tuple[str, ...] = field(default=("guess_number", "booking"), metadata={"help": f"tasks, from {sorted(TASKS)}"})
+    horizon: int = field(default=4, metadata={"help": "H of the main table and the regime-map figure"})
+    horizons: tuple[int, ...] = field(default=(3, 4, 5), metadata={"help": "H values of the regime map"})
+    n_main: int = field(default=100, metadata={"help": "logged dialogues for the main table"})
+    n_logs: tuple[int, ...] = field(default=(20, 100, 500), metadata={"help": "log sizes n of the regime map"})
+    accept_wrong: float = field(default=0.3, metadata={"help": "prompted simulator's accept-wrong rate, main table"})
+    leak: float = field(default=0.2, metadata={"help": "prompted simulator's leak rate, main table"})
+    accept_wrong_grid: tuple[float, ...] = field(default=(0.0, 0.2, 0.4, 0.6, 0.8), metadata={"help": "accept-wrong rates of the map"})
+    leak_grid: tuple[float, ...] = field(default=(0.0, 0.2, 0.4), metadata={"help": "leak rates of the map"})
+    reward_source: str = field(default="acceptance", metadata={"help": f"training reward of simulators, from {REWARD_SOURCES}"})
+    wrong_penalty: float = field(default=0.3, metadata={"help": "judged cost of a wrong proposal"})
+    count_alpha: float = field(default=1.0, metadata={"help": "smoothing of the count-model simulator"})
+    seeds: int = field(default=3, metadata={"help": "log samples (seeds) per setting"})
+    seed: int = field(default=0, metadata={"help": "one seed for every generator"})
+    out_dir: str = field(default="results/dialogue_regimes", metadata={"help": "folder for the results"})
+
+    def __post_init__(self) -> None:
+        bad = [t for t in self.tasks if t not in TASKS]
+        if bad or not self.tasks:
+            raise ValueError(f"--tasks must name tasks from {sorted(TASKS)}; got unknown {bad}")
+        if self.horizon < 2 or any(h < 2 for h in self.horizons):
+            raise ValueError(f"--horizon and --horizons need H >= 2; got {self.horizon}, {self.horizons}")
+        if self.horizon not in self.horizons:
+            raise ValueError(f"--horizon {self.horizon} must be one of --horizons {self.horizons}")
+        if self.n_main < 1 or any(n < 1 for n in self.n_logs):
+            raise ValueError(f"--n-main and --n-logs must be >= 1; got {self.n_main}, {self.n_logs}")
+        for name, grid in (("accept-wrong-grid", self.accept_wrong_grid), ("leak-grid", self.leak_grid)):
+            if not grid or any(not 0 <= v <= 1 for v in grid):
+                raise ValueError(f"--{name} needs values in [0, 1]; got {grid}")
+        if not (0 <= self.accept_wrong <= 1 and 0 <= self.leak <= 0.9):
+            raise ValueError(f"--accept-wrong in [0, 1] and --leak in [0, 0.9] required; got {self.accept_wrong}, {self.leak}")
+        if self.reward_source not in REWARD_SOURCES:
+            raise ValueError(f"--reward-source must be one of {REWARD_SOURCES}; got {self.reward_source!r}")
+        if self.seeds < 2:
+            raise ValueError(f"--seeds must be >= 2 to give a confidence interval; got {self.seeds}")
+
+
+PRESETS = {
+    "default": {},
+    "smoke": {"horizon": 3, "horizons": (3,), "n_main": 30, "n_logs": (30,), "accept_wrong_grid": (0.0, 0.6),
+              "leak_grid": (0.0, 0.4), "seeds": 2, "out_dir": "results/dialogue_regimes_smoke"},
+}
+
+
+def check_bounds(name: str, res: dict) -> None:
+    """Assert Lemma 1 and Lemma 2 on a measured result (raises with the offending turn)."""
+    for shift, bound in (("Delta", "B_eps"), ("D", "B_delta")):
+        if shift in res:
+            excess = np.asarray(res[shift]) - np.asarray(res[bound])
+            if (excess > BOUND_TOL).any():
+                t = int(np.argmax(excess))
+                raise AssertionError(f"{name}: {shift}_{t} exceeds {bound}_{t} by {excess[t]:.3g}")
+
+
+def _seeds(cfg: RegimeConfig, *key: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([cfg.seed, *key]))
+
+
+def run_block(cfg: RegimeConfig, task_name: str, H: int, prog: Progress) -> dict:
+    """All results for one (task, H): references, logged paradigms per (n, seed), prompted cells."""
+    task = make_task(task_name, H, cfg.reward_source, cfg.wrong_penalty)
+    prep = prepare_task(task)
+    block = {"task": task_name, "H": H, "n_states": prep.space.n_states, "references": reference_results(prep),
+             "logged": {}, "prompted": {}}
+    ns = sorted(set(cfg.n_logs) | ({cfg.n_main} if H == cfg.horizon else set()))
+    for n in ns:
+        runs = []
+        for k in range(cfg.seeds):
+            logs = sample_logs(prep, n, rng=_seeds(cfg, TASK_IDS[task_name], H, n, k))
+            res = logged_paradigms(prep, logs, cfg.count_alpha)
+            for name, r in res.items():
+                check_bounds(f"{task_name} H={H} n={n} seed={k} {name}", r)
+            runs.append(res)
+            prog.update(note=f"{task_name} H={H} n={n} seed={k}")
+        block["logged"][str(n)] = runs
+    knobs = {(a, l) for a in cfg.accept_wrong_grid for l in cfg.leak_grid} | {(cfg.accept_wrong, cfg.leak)}
+    for a, l in sorted(knobs):
+        r = prompted_paradigm(prep, a, l)
+        check_bounds(f"{task_name} H={H} interactive aw={a} leak={l}", r)
+        block["prompted"][f"{a}:{l}"] = r
+        prog.update(note=f"{task_name} H={H} accept_wrong={a} leak={l}")
+    return block
+
+
+TASK_IDS = {name: i for i, name in enumerate(sorted(TASKS))}
+
+
+def regime_cells(cfg: RegimeConfig, blocks: dict) -> list[dict]:
+    """Winner and margin on ``J_real`` for each (task, H, n, accept_wrong, leak)."""
+    cells = []
+    for (task, H), block in blocks.items():
+        for n in cfg.n_logs:
+            runs = block["logged"][str(n)]
+            for a in cfg.accept_wrong_grid:
+                for l in cfg.leak_grid:
+                    inter = block["prompted"][f"{a}:{l}"]["J_real"]
+                    J = {p: np.array([r[p]["J_real"] for r in runs]) for p in PARADIGMS if p != "interactive"}
+                    J["interactive"] = np.full(cfg.seeds, inter)
+                    means = {p: float(v.mean()) for p, v in J.items()}
+                    order = sorted(means, key=means.get, reverse=True)
+                    diff = mean_ci(J[order[0]] - J[order[1]])
+                    # a win counts only when the 95 % CI of the paired difference excludes 0
+                    winner = order[0] if diff.low > 0 else "tie"
+                    cells.append({"task": task, "H": H, "n": n, "accept_wrong": a, "leak": l, "winner": winner,
+                                  "leader": order[0],
+                                  "runner_up": order[1], "margin": diff.value, "margin_low": diff.low,
+                                  "margin_high": diff.high,
+                                  "interactive_minus_calibrated": float(inter - means["calibrated-shared"]),
+                                  "interactive_minus_best_static": float(inter - max(means["static-myopic"], means["static-one-step"])),
+                                  **{f"J_{p}": means[p] for p in PARADIGMS}})
+    return cells
+
+
+def main_table(cfg: RegimeConfig, blocks: dict) -> tuple[dict, list[dict]]:
+    """Per task at the main setting: per-seed results, CI rows, user-model metrics."""
+    main, rows = {}, []
+    for task in cfg.tasks:
+        block = blocks[(task, cfg.horizon)]
+        runs = block["logged"][str(cfg.n_main)]
+        inter = block["prompted"][f"{cfg.accept_wrong}:{cfg.leak}"]
+        per_seed = [{**r, "interactive": inter} for r in runs]
+        for name in REFERENCES + PARADIGMS:
+            vals = [block["references"][name] for _ in runs] if name in block["references"] else [r[name] for r in per_seed]
+            row = {"task": task, "paradigm": name}
+            for metric in ("J_real", "success", "J_train", "train_gap", "turns"):
+                if metric in vals[0]:
+                    e = mean_ci(np.array([v[metric] for v in vals]))
+                    row[metric] = e.value
+                    row[metric + "_ci"] = f"[{e.low:.3f}, {e.high:.3f}]"
+            row["sum_Delta"] = float(np.mean([np.sum(v["Delta"]) for v in vals]))
+            if "delta" in vals[0]:
+                row["sum_delta"] = float(np.mean([np.sum(v["delta"]) for v in vals]))
+                row["sum_delta_on_logs"] = float(np.mean([np.sum(v["delta_on_logs"]) for v in vals]))
+                row["sum_rho"] = float(np.mean([np.sum(v["rho"]) for v in vals]))
+            rows.append(row)
+        prompted = prompted_simulator(cfg.accept_wrong, cfg.leak)
+        fitted = [r["calibrated-shared"]["fitted_model"] for r in runs]
+        task_def = make_task(task, cfg.horizon)
+        real = real_user(task_def)
+        main[task] = {
+            "per_seed": per_seed,
+            "user_models": {
+                "real": {"accept_wrong": [real.accept_wrong], "leak": [real.leak],
+                         "clarify": [float(np.mean([real.clarify_rate(q) for q in range(task_def.n_questions)]))]},
+                "prompted": {"accept_wrong": [prompted.accept_wrong], "leak": [prompted.leak], "clarify": [prompted.clarify]},
+                "calibrated-shared": {k: [f[k] for f in fitted] for k in ("accept_wrong", "leak", "clarify")},
+            },
+        }
+    return main, rows
+
+
+def _block_path(cfg: RegimeConfig, task: str, H: int) -> Path:
+    opts = {k: v for k, v in asdict(cfg).items() if k != "out_dir"}
+    key = hashlib.sha1(json.dumps([FORMAT_VERSION, opts], sort_keys=True).encode()).hexdigest()[:10]
+    return Path(cfg.out_dir) / "blocks" / f"{task}_H{H}_{key}.json"
+
+
+def run(cfg: RegimeConfig, stream=sys.stderr) -> dict:
+    """Run (resuming finished blocks), write every output, return the results dict."""
+    out = Path(cfg.out_dir)
+    todo = [(t, H) for t in cfg.tasks for H in cfg.horizons]
+    steps_per_block = lambda H: cfg.seeds * len(set(cfg.n_logs) | ({cfg.n_main} if H == cfg.horizon else set())) \
+        + len({(a, l) for a in cfg.accept_wrong_grid for l in cfg.leak_grid} | {(cfg.accept_wrong, cfg.leak)})
+    prog = Progress(sum(steps_per_block(H) for _, H in todo), "dialogue_regimes", stream=stream)
+    blocks = {}
+    for task, H in todo:
+        path = _block_path(cfg, task, H)
+        if path.exists():
+            blocks[(task, H)] = read_json(path)
+            prog.update(steps_per_block(H), note=f"{task} H={H} (resumed)")
+            continue
+        blocks[(task, H)] = run_block(cfg, task, H, prog)
+        write_json(path, blocks[(task, H)])
+    main, rows = main_table(cfg, blocks)
+    cells = regime_cells(cfg, blocks)
+    per_turn = []
+    for task in cfg.tasks:
+        for name, r in main[task]["per_seed"][0].items():
+            for t in range(len(r["eps"])):
+                per_turn.append({"task": task, "paradigm": name, "t": t, **{k: r[k][t] for k in
+                                 ("eps", "Delta", "B_eps", "delta", "D", "rho", "B_delta", "delta_on_logs") if k in r}})
+    results = {"config": asdict(cfg), "main": main, "main_rows": rows, "regimes": cells,
+               "n_states": {f"{t}_H{H}": b["n_states"] for (t, H), b in blocks.items()}}
+    write_json(out / "results.json", results)
+    write_csv(out / "main.csv", rows)
+    write_csv(out / "per_turn.csv", per_turn)
+    write_csv(out / "regimes.csv", cells)
+    cols = ["task", "paradigm", "J_real", "J_real_ci", "success", "J_train", "train_gap", "sum_Delta", "sum_delta",
+            "sum_delta_on_logs", "sum_rho"]
+    md = (f"# Tabular dialogue study (exact)\n\nH = {cfg.horizon}, n = {cfg.n_main} logged dialogues, "
+          f"prompted simulator accept-wrong {cfg.accept_wrong}, leak {cfg.leak}; reward source for simulator "
+          f"training: {cfg.reward_source}; {cfg.seeds} log samples, 95 % CIs.\n\n" + markdown_table(rows, cols))
+    wins = {}
+    for c in cells:
+        wins.setdefault(c["task"], {}).setdefault(c["winner"], 0)
+        wins[c["task"]][c["winner"]] += 1
+    md += "\n## Regime map: cells won by each paradigm\n\n" + markdown_table(
+        [{"task": t, **w} for t, w in wins.items()], ["task"] + list(PARADIGMS) + ["tie"])
+    md += "\n## Pairwise comparisons over the regime map (counts of cells; mean over log samples)\n\n"
+    pair_rows = []
+    for task in cfg.tasks:
+        cs = [c for c in cells if c["task"] == task]
+        pair_rows.append({
+            "task": task, "cells": len(cs),
+            "calibrated-shared > interactive": sum(c["interactive_minus_calibrated"] < 0 for c in cs),
+            "interactive > calibrated-shared": sum(c["interactive_minus_calibrated"] > 0 for c in cs),
+            "max lead of calibrated-shared": max(-c["interactive_minus_calibrated"] for c in cs),
+            "interactive > best static": sum(c["interactive_minus_best_static"] > 0 for c in cs),
+            "best static > interactive": sum(c["interactive_minus_best_static"] < 0 for c in cs),
+        })
+    md += markdown_table(pair_rows)
+    md += ("\nA cell is won when the 95 % CI of the paired difference in J_real between the leader and "
+           "the runner-up (over log samples) excludes 0; otherwise it is a tie.\n")
+    atomic_write_text(out / "results.md", md)
+    plot_per_turn(results, out / "per_turn_shifts")
+    plot_regime_map(results, out / "regime_map")
+    plot_sycophancy(results, out / "sycophancy")
+    return results
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = build_parser(RegimeConfig, __doc__, PRESETS, "default")
+    args = parser.parse_args(argv)
+    try:
+        cfg = config_from_args(RegimeConfig, args, PRESETS)
+    except ValueError as exc:
+        parser.error(str(exc))
+    results = run(cfg)
+    print((Path(cfg.out_dir) / "results.md").read_text())
+    print(f"wrote {cfg.out_dir}/results.md, main.csv, per_turn.csv, regimes.csv, results.json and figures")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,1 @@
+"""Regenerate every figure of the package from saved results: ``python -m paper_figures``."""

@@ -1,0 +1,201 @@
+"""The tabular dialogue tasks: summary equivalence, user models, logs, calibration, paradigms."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+import pytest
+
+from shiftbounds.dialogue.agents import behaviour_cloning, data_policy
+from shiftbounds.dialogue.calibration import fit_count_model, fit_shared_model
+from shiftbounds.dialogue.exact import logged_paradigms, make_task, prepare_task, prompted_paradigm, sample_logs
+from shiftbounds.dialogue.logs import judge_reward, read_jsonl, sample_dialogues, split, write_jsonl
+from shiftbounds.dialogue.paradigms import logged_contexts, static_context_rl
+from shiftbounds.dialogue.summary import DONE, build_space, next_state, posterior, success_rewards, user_mdp
+from shiftbounds.dialogue.tasks import (
+    ACCEPT,
+    UserModel,
+    booking,
+    guess_number,
+    prompted_simulator,
+    real_user,
+)
+from shiftbounds.shift import kernel_error
+from shiftbounds.tabular import expected_return, occupancy, optimal_policy
+
+TINY = {
+    "guess3": lambda src: guess_number(3, horizon=3, reward_source=src),
+    "book2": lambda src: booking(slots=(("day", "sat", "sun"), ("time", "am", "pm")), horizon=3, reward_source=src),
+}
+
+
+def generative_return(task, model: UserModel, policy: np.ndarray) -> float:
+    """Ground truth: draw the goal first, then enumerate every act of agent and user turn by turn
+    (the history process itself, without any summary), scoring with the task's reward source."""
+    space = build_space(task)
+    pen = task.wrong_penalty
+
+    @lru_cache(maxsize=None)
+    def value(goal: int, s: int, t: int) -> float:
+        if t == task.horizon or s == 0:
+            return 0.0
+        total = 0.0
+        for a in range(task.n_actions):
+            if policy[t, s, a] == 0:
+                continue
+            p_act = model.response(task, a, goal)
+            if task.is_question(a):
+                r = 0.0
+            elif task.reward_source == "judge":
+                r = judge_reward(task, a, goal)
+            else:
+                r = p_act[ACCEPT] * (1 + pen) - pen
+            cont = 0.0
+            if t + 1 < task.horizon:
+                for k in np.flatnonzero(p_act):
+                    s2 = next_state(task, space.states[s], a, int(k))
+                    cont += p_act[k] * value(goal, space.index[s2], t + 1)
+            total += policy[t, s, a] * (r + cont)
+        return total
+
+    return float(sum(task.prior[x] * value(x, 1, 0) for x in range(task.n_goals)))
+
+
+@pytest.mark.parametrize("name", list(TINY))
+@pytest.mark.parametrize("source", ["judge", "acceptance"])
+@pytest.mark.parametrize("model_name", ["real", "prompted"])
+def test_summary_mdp_equals_history_process(name, source, model_name):
+    """GIVEN a tiny task WHEN a random summary policy is evaluated on the summary MDP and on the
+    goal-first generative process THEN the returns agree to 1e-10 (the summary is sufficient)."""
+    task = TINY[name](source)
+    model = real_user(task) if model_name == "real" else prompted_simulator(0.4, 0.3, clarify=0.1, answer_error=0.1)
+    space = build_space(task)
+    rng = np.random.default_rng(0)
+    pi = rng.dirichlet(np.ones(task.n_actions), size=(task.horizon, space.n_states))
+    assert abs(expected_return(user_mdp(space, model), pi) - generative_return(task, model, pi)) < 1e-10
+
+
+def test_posterior_is_bayes_rule():
+    task = guess_number(4, horizon=3)
+    space = build_space(task)
+    model = UserModel(answer_error=0.2, clarify=0.1)
+    s = next_state(task, space.states[1], 1, 0)  # asked ">=2", answered "yes"
+    b = posterior(space, model)[space.index[s]]
+    lik = np.array([0.2, 0.2, 0.8, 0.8])
+    np.testing.assert_allclose(b, lik / lik.sum(), atol=1e-12)
+
+
+@pytest.mark.parametrize("name, H", [("guess_number", 4), ("booking", 4)])
+def test_optimal_real_policy_asks_questions(name, H):
+    """Asking must be worth something (PIPELINE design notes): the optimal policy asks, and beats
+    the best policy that never asks."""
+    prep = prepare_task(make_task(name, H))
+    pi = optimal_policy(prep.real_mdp)
+    Q = prep.task.n_questions
+    questions = (occupancy(prep.real_mdp, pi)[..., None] * pi)[..., :Q].sum()
+    assert questions > 1.0
+    no_ask = prep.real_mdp.with_rewards(np.where(np.arange(prep.task.n_actions) < Q, -10.0, prep.real_mdp.rewards))
+    assert expected_return(prep.real_mdp, optimal_policy(no_ask)) < expected_return(prep.real_mdp, pi) - 0.1
+
+
+def test_user_model_validation_and_probabilities():
+    task = booking(horizon=3)
+    m = prompted_simulator(0.3, 0.2)
+    for a in range(task.n_actions):
+        for x in range(task.n_goals):
+            p = m.response(task, a, x)
+            assert abs(p.sum() - 1) < 1e-12 and (p >= 0).all()
+    with pytest.raises(ValueError, match="accept_wrong must lie in \\[0, 1\\]; got 1.5"):
+        UserModel(accept_wrong=1.5)
+    with pytest.raises(ValueError, match="answer_error must be < 0.5"):
+        UserModel(answer_error=0.5)
+    with pytest.raises(ValueError, match="clarify must lie in \\[0, 1 - leak\\]"):
+        UserModel(clarify=0.9, leak=0.2)
+    with pytest.raises(ValueError, match="reward_source must be one of"):
+        guess_number(reward_source="vibes")
+    real = real_user(task)
+    assert real.leak == 0 and real.accept_wrong == 0 and len(set(real.clarify)) > 1
+
+
+def test_logs_match_exact_return_and_roundtrip(tmp_path):
+    prep = prepare_task(make_task("guess_number", 4, reward_source="judge"))
+    logs = sample_logs(prep, 3000, rng=np.random.default_rng(1))
+    returns = np.array([sum(d.rewards) for d in logs])
+    exact = expected_return(prep.real_mdp, prep.data_policy)
+    assert abs(returns.mean() - exact) < 4 * returns.std() / np.sqrt(len(logs))
+    path = write_jsonl(tmp_path / "logs.jsonl", prep.task, logs[:50])
+    back = read_jsonl(path, prep.space)
+    assert back == logs[:50]
+    train, held = split(logs[:50], 0.2, rng=np.random.default_rng(0))
+    assert len(train) == 40 and len(held) == 10
+
+
+@pytest.mark.parametrize(
+    "line, match",
+    [
+        ('{"task": "booking", "goal": "0", "turns": []}', "task 'booking' does not match"),
+        ('{"task": "guess_number", "goal": "9", "turns": []}', "goal '9' is not one of"),
+        ('{"task": "guess_number", "goal": "1", "turns": [{"agent": "dance", "user": "yes"}]}', "unknown acts agent='dance'"),
+        ('{"task": "guess_number", "goal": "1", "turns": [{"agent": "ask:>=1", "user": "accept"}]}', "impossible after"),
+        ("{oops", "not valid JSON"),
+    ],
+    ids=["task", "goal", "act", "impossible", "json"],
+)
+def test_read_jsonl_names_bad_records(tmp_path, line, match):
+    space = build_space(guess_number(horizon=3))
+    p = tmp_path / "bad.jsonl"
+    p.write_text(line + "\n")
+    with pytest.raises(ValueError, match=match):
+        read_jsonl(p, space)
+
+
+def test_shared_model_recovers_rates_and_count_model_improves_with_n():
+    prep = prepare_task(make_task("guess_number", 4))
+    big = sample_logs(prep, 4000, rng=np.random.default_rng(2))
+    fit = fit_shared_model(prep.space, big)
+    assert abs(fit.answer_error - prep.real.answer_error) < 0.02
+    assert fit.accept_wrong < 0.01 and fit.leak < 0.01
+    d_logs = occupancy(prep.real_mdp, prep.data_policy)
+    errs = []
+    for n in (30, 3000):
+        cm = fit_count_model(prep.space, sample_logs(prep, n, rng=np.random.default_rng(n)))
+        errs.append(kernel_error(prep.real_mdp, cm, d_logs, prep.data_policy).sum())
+    assert errs[1] < errs[0] / 3
+
+
+def test_static_context_rl_changes_only_logged_contexts():
+    prep = prepare_task(make_task("booking", 3))
+    logs = sample_logs(prep, 40, rng=np.random.default_rng(3))
+    sft = behaviour_cloning(prep.space, logs)
+    seen = logged_contexts(prep.space, logs)
+    for variant in ("myopic", "one_step"):
+        pi = static_context_rl(prep.space, logs, sft, variant)
+        np.testing.assert_array_equal(pi[~seen], sft[~seen])
+        assert np.isin(pi[seen], (0.0, 1.0)).all()
+    with pytest.raises(ValueError, match="variant must be"):
+        static_context_rl(prep.space, logs, sft, "greedy")
+
+
+def test_paradigm_measurements_respect_bounds_and_sycophancy_hacks():
+    prep = prepare_task(make_task("guess_number", 4))
+    res = logged_paradigms(prep, sample_logs(prep, 100, rng=np.random.default_rng(4)))
+    res["interactive"] = prompted_paradigm(prep, 0.8, 0.0)
+    for name, r in res.items():
+        assert (np.array(r["Delta"]) <= np.array(r["B_eps"]) + 1e-9).all(), name
+        if "D" in r:
+            assert (np.array(r["D"]) <= np.array(r["B_delta"]) + 1e-9).all(), name
+            assert abs(r["train_gap"]) <= r["theorem2_rhs"] + 1e-9, name
+    # a sycophantic simulator overstates the return (reward hacking shows as a positive gap)
+    assert res["interactive"]["J_train"] - res["interactive"]["J_real"] > 0.1
+    assert abs(res["calibrated-shared"]["train_gap"]) < res["interactive"]["train_gap"]
+
+
+def test_data_policy_and_success_rewards():
+    space = build_space(booking(horizon=3))
+    pi = data_policy(space)
+    np.testing.assert_allclose(pi.sum(-1), 1.0)
+    with pytest.raises(ValueError, match="noise"):
+        data_policy(space, noise=2.0)
+    assert success_rewards(space, real_user(space.task))[0].sum() == 0.0
+    assert space.states[0] == DONE
