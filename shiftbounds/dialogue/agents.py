@@ -16,7 +16,9 @@ def data_policy(space: SummarySpace, *, confidence: float = 0.6, noise: float = 
     With probability ``1 - noise``: propose the most likely goal (under ``belief``, by default a
     user who errs 5 % of the time) when its probability reaches ``confidence`` or at the last turn;
     otherwise ask a question chosen uniformly among those that still split the possible goals.
-    With probability ``noise``: any act uniformly at random.
+    With probability ``noise``: any act uniformly at random. In the ``DONE`` summary (the dialogue
+    has ended) the policy is the fixed act 0, as for every policy evaluated by the package
+    (:meth:`shiftbounds.dialogue.exact.PreparedTask.evaluate`), so ended dialogues add no ``eps``.
     """
     if not 0 <= noise <= 1 or not 0 < confidence <= 1:
         raise ValueError(f"need noise in [0, 1] and confidence in (0, 1]; got noise={noise}, confidence={confidence}")
@@ -33,7 +35,10 @@ def data_policy(space: SummarySpace, *, confidence: float = 0.6, noise: float = 
                 pi[t, s, Q + best[s]] = 1.0
             else:
                 pi[t, s, splitting] = 1.0 / len(splitting)
-    return (1 - noise) * pi + noise / A
+    pi = (1 - noise) * pi + noise / A
+    pi[:, 0] = 0.0  # DONE: the dialogue is over; every policy of the package acts alike there
+    pi[:, 0, 0] = 1.0
+    return pi
 
 
 def behaviour_cloning(space: SummarySpace, dialogues: list[Dialogue], *, smoothing: float = 0.5) -> np.ndarray:

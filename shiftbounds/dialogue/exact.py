@@ -36,7 +36,14 @@ class PreparedTask:
     success: np.ndarray
 
     def evaluate(self, policy: np.ndarray, train_mdp: TabularMDP | None = None) -> dict:
-        """:func:`~shiftbounds.dialogue.paradigms.evaluate_policy` against this task's real user."""
+        """:func:`~shiftbounds.dialogue.paradigms.evaluate_policy` against this task's real user.
+
+        The policy's row at the ``DONE`` summary (no act happens there; reward 0, absorbing) is set
+        to ``pi_data``'s, so that an ended dialogue adds nothing to ``eps_t``; returns and every
+        occupancy are unchanged by this.
+        """
+        policy = np.array(policy, dtype=float, copy=True)
+        policy[:, 0] = self.data_policy[:, 0]
         return evaluate_policy(self.real_mdp, policy, self.data_policy, self.success, train_mdp)
 
 

@@ -90,3 +90,16 @@ def linear_slope(x: np.ndarray, y: np.ndarray, *, rng: np.random.Generator, n_bo
     """Slope of ``y`` on ``x`` with a bootstrap CI (e.g. ``log n`` against ``H``: an exponential rate)."""
     x, y = _pair(x, y)
     return _bootstrap_slope(x, y, rng, n_boot, level)
+
+
+def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
+    """Area under the ROC curve (Mann-Whitney U with tied scores counted half); needs both classes."""
+    scores = np.asarray(scores, dtype=float)
+    labels = np.asarray(labels).astype(bool)
+    pos, neg = scores[labels], scores[~labels]
+    if pos.size == 0 or neg.size == 0:
+        raise ValueError(f"AUC needs both classes; got {pos.size} positives and {neg.size} negatives")
+    from scipy.stats import rankdata
+
+    ranks = rankdata(np.concatenate([pos, neg]))
+    return float((ranks[: pos.size].sum() - pos.size * (pos.size + 1) / 2) / (pos.size * neg.size))

@@ -1,0 +1,239 @@
+"""Offline behaviour cloning versus on-policy distillation with a noisy expert (THEORY.md §5).
+
+``python -m experiments.noisy_expert [--preset smoke|default] [options]``
+
+For the combination lock and random tabular MDPs, over a grid of horizons ``H`` and noise levels
+``eta``, it measures per seed the number of trajectories (BC) or episodes (online learners) needed
+until the greedy student is within ``--target`` of the clean expert, and reports the median with
+a bootstrap CI over seeds, the share of seeds that finished within ``--budget``, and growth rates:
+
+* BC: slope of ``log n`` against ``H`` (theory on the lock: ``-log q``, ``q = 1 - eta + eta/A``);
+* online learners: slope of ``log n`` against ``log H`` (polynomial order).
+
+Methods: ``bc``, ``dagger``, ``opd-F``, ``opd-R``, ``opd-F-noised``, ``nail-F``, ``nail-R``,
+``nail-Mixed``, ``nail-F-noised`` (``shiftbounds.imitation``; ``-noised`` fits the noised student).
+Finished (family, H, eta) blocks are saved and skipped on a rerun with the same options.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from shiftbounds.imitation import (
+    LearnerConfig,
+    combination_lock,
+    lock_continue_probability,
+    random_expert_instance,
+    sample_complexity,
+)
+from shiftbounds.tabular import expected_return, uniform_policy
+from shiftbounds.utils.cli import build_parser, config_from_args
+from shiftbounds.utils.io import atomic_write_text, markdown_table, read_json, write_csv, write_json
+from shiftbounds.utils.plotting import new_figure, save_figure, series_style
+from shiftbounds.utils.progress import Progress
+
+METHODS = {
+    "bc": LearnerConfig("bc"),
+    "dagger": LearnerConfig("dagger"),
+    "opd-F": LearnerConfig("opd", "forward"),
+    "opd-R": LearnerConfig("opd", "reverse"),
+    "opd-F-noised": LearnerConfig("opd", "forward", noised_student=True),
+    "nail-F": LearnerConfig("nail", "forward"),
+    "nail-R": LearnerConfig("nail", "reverse"),
+    "nail-Mixed": LearnerConfig("nail", "mixed"),
+    "nail-F-noised": LearnerConfig("nail", "forward", noised_student=True),
+}
+FAMILIES = ("lock", "random")
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class NoisyExpertConfig:
+    """Options of ``experiments.noisy_expert``."""
+
+    families: tuple[str, ...] = field(default=FAMILIES, metadata={"help": f"instance families, from {FAMILIES}"})
+    horizons: tuple[int, ...] = field(default=(4, 8, 12, 16, 20), metadata={"help": "horizons H"})
+    etas: tuple[float, ...] = field(default=(0.0, 0.1, 0.2, 0.3), metadata={"help": "expert noise levels eta"})
+    methods: tuple[str, ...] = field(default=tuple(METHODS), metadata={"help": f"learners, from {tuple(METHODS)}"})
+    n_actions: int = field(default=4, metadata={"help": "A (actions per context)"})
+    n_states: int = field(default=8, metadata={"help": "S of the random family"})
+    target: float = field(default=0.1, metadata={"help": "suboptimality target, as a fraction of J(pi*) - J(uniform)"})
+    budget: int = field(default=4096, metadata={"help": "most trajectories / episodes per run"})
+    seeds: int = field(default=20, metadata={"help": "seeds per cell"})
+    n_boot: int = field(default=1000, metadata={"help": "bootstrap resamples for CIs"})
+    seed: int = field(default=0, metadata={"help": "one seed for every generator"})
+    out_dir: str = field(default="results/noisy_expert", metadata={"help": "folder for the results"})
+
+    def __post_init__(self) -> None:
+        bad = [m for m in self.methods if m not in METHODS] + [f for f in self.families if f not in FAMILIES]
+        if bad or not self.methods or not self.families:
+            raise ValueError(f"unknown --methods/--families {bad}; choose from {tuple(METHODS)} and {FAMILIES}")
+        if len(self.horizons) < 2 or min(self.horizons) < 1:
+            raise ValueError(f"--horizons needs >= 2 values >= 1; got {self.horizons}")
+        if any(not 0 <= e < 1 for e in self.etas) or not self.etas:
+            raise ValueError(f"--etas must lie in [0, 1); got {self.etas}")
+        if not 0 < self.target < 1:
+            raise ValueError(f"--target must lie in (0, 1); got {self.target}")
+        if self.budget < 1 or self.seeds < 2 or self.n_actions < 2:
+            raise ValueError(f"need --budget >= 1, --seeds >= 2, --n-actions >= 2; got {self.budget}, {self.seeds}, {self.n_actions}")
+
+
+PRESETS = {
+    "default": {},
+    "smoke": {"horizons": (4, 8), "etas": (0.0, 0.3), "methods": ("bc", "nail-F", "opd-F"), "seeds": 4,
+              "budget": 256, "n_boot": 100, "out_dir": "results/noisy_expert_smoke"},
+}
+
+
+def instance(family: str, H: int, cfg: NoisyExpertConfig, rng: np.random.Generator):
+    """``(mdp, expert, absolute target)`` for one seed."""
+    if family == "lock":
+        lock = combination_lock(H, cfg.n_actions, rng=rng)
+        mdp, expert = lock.mdp, lock.expert
+    else:
+        mdp, expert = random_expert_instance(H, cfg.n_states, cfg.n_actions, rng=rng)
+    J_star = float(expected_return(mdp, expert))
+    J_unif = float(expected_return(mdp, uniform_policy(H, mdp.n_states, mdp.n_actions)))
+    return mdp, expert, cfg.target * (J_star - J_unif)
+
+
+def run_block(cfg: NoisyExpertConfig, family: str, H: int, eta: float) -> dict:
+    """Per-method, per-seed episodes for one (family, H, eta)."""
+    out = {}
+    for m in cfg.methods:
+        episodes = []
+        for k in range(cfg.seeds):
+            ss = np.random.SeedSequence([cfg.seed, FAMILIES.index(family), H, int(round(eta * 1000)), k])
+            inst_rng, run_rng = (np.random.default_rng(s) for s in ss.spawn(2))
+            mdp, expert, target = instance(family, H, cfg, inst_rng)
+            sc = sample_complexity(mdp, expert, eta, METHODS[m], target=target, budget=cfg.budget, rng=run_rng)
+            episodes.append(sc.episodes)
+        out[m] = episodes
+    return out
+
+
+def _median_ci(values: np.ndarray, rng: np.random.Generator, n_boot: int) -> tuple[float, float, float]:
+    boots = np.median(rng.choice(values, size=(n_boot, values.size)), axis=1)
+    return float(np.median(values)), float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
+
+
+def growth_slope(H: np.ndarray, per_seed: list[np.ndarray], log_x: bool, rng: np.random.Generator,
+                 n_boot: int) -> tuple[float, float, float] | None:
+    """Slope of ``log median(n)`` against ``H`` (or ``log H``) with a bootstrap CI over seeds;
+    ``None`` when a median is censored (over budget) at some H."""
+    x = np.log(H) if log_x else H.astype(float)
+
+    def fit(samples):
+        med = np.array([np.median(s) for s in samples])
+        if not np.isfinite(med).all():
+            return np.nan
+        return float(np.polyfit(x, np.log(med), 1)[0])
+
+    point = fit(per_seed)
+    if not np.isfinite(point):
+        return None
+    boots = np.array([fit([rng.choice(s, size=s.size) for s in per_seed]) for _ in range(n_boot)])
+    boots = boots[np.isfinite(boots)]
+    return point, float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
+
+
+def _block_path(cfg: NoisyExpertConfig, family: str, H: int, eta: float) -> Path:
+    opts = {k: v for k, v in asdict(cfg).items() if k not in ("out_dir", "n_boot")}
+    key = hashlib.sha1(json.dumps([FORMAT_VERSION, opts], sort_keys=True).encode()).hexdigest()[:10]
+    return Path(cfg.out_dir) / "blocks" / f"{family}_H{H}_eta{eta}_{key}.json"
+
+
+def run(cfg: NoisyExpertConfig, stream=sys.stderr) -> dict:
+    """Run (resuming finished blocks), write every output, return the results dict."""
+    out = Path(cfg.out_dir)
+    rng = np.random.default_rng(cfg.seed)
+    cells = [(f, H, e) for f in cfg.families for e in cfg.etas for H in cfg.horizons]
+    prog = Progress(len(cells), "noisy_expert", stream=stream)
+    raw = {}
+    for family, H, eta in cells:
+        path = _block_path(cfg, family, H, eta)
+        if path.exists():
+            raw[(family, H, eta)] = read_json(path)
+            prog.update(note=f"{family} H={H} eta={eta} (resumed)")
+            continue
+        raw[(family, H, eta)] = run_block(cfg, family, H, eta)
+        write_json(path, raw[(family, H, eta)])
+        prog.update(note=f"{family} H={H} eta={eta}")
+    rows, slopes = [], []
+    for family in cfg.families:
+        for eta in cfg.etas:
+            for m in cfg.methods:
+                per_seed = [np.array(raw[(family, H, eta)][m], dtype=float) for H in cfg.horizons]
+                for H, v in zip(cfg.horizons, per_seed):
+                    med, lo, hi = _median_ci(v, rng, cfg.n_boot)
+                    rows.append({"family": family, "eta": eta, "method": m, "H": H, "median_n": med,
+                                 "ci_low": lo, "ci_high": hi, "finished": float(np.isfinite(v).mean())})
+                H = np.array(cfg.horizons)
+                exp_fit = growth_slope(H, per_seed, False, rng, cfg.n_boot)
+                pow_fit = growth_slope(H, per_seed, True, rng, cfg.n_boot)
+                slopes.append({
+                    "family": family, "eta": eta, "method": m,
+                    "slope_logn_vs_H": exp_fit[0] if exp_fit else None,
+                    "slope_ci": f"[{exp_fit[1]:.3f}, {exp_fit[2]:.3f}]" if exp_fit else "censored",
+                    "slope_logn_vs_logH": pow_fit[0] if pow_fit else None,
+                    "loglog_ci": f"[{pow_fit[1]:.3f}, {pow_fit[2]:.3f}]" if pow_fit else "censored",
+                    "theory_-log_q": -np.log(lock_continue_probability(eta, cfg.n_actions)) if family == "lock" else None,
+                })
+    results = {"config": asdict(cfg), "rows": rows, "slopes": slopes}
+    write_json(out / "results.json", results)
+    write_csv(out / "sample_complexity.csv", rows)
+    write_csv(out / "growth.csv", slopes)
+    md = (f"# Noisy expert: episodes to reach the target\n\nTarget: suboptimality <= {cfg.target} x (J(pi*) - J(uniform)); "
+          f"budget {cfg.budget}; {cfg.seeds} seeds; median with 95 % bootstrap CI. BC is checked at n = 1, 2, 4, ...\n\n"
+          "## Growth rates\n\n" + markdown_table(slopes) + "\n## Episodes per horizon\n\n" + markdown_table(rows))
+    atomic_write_text(out / "results.md", md)
+    plot(results, out / "noisy_expert")
+    return results
+
+
+def plot(results: dict, stem: Path) -> list[Path]:
+    """Median episodes (log scale) against H, one panel per (family, eta), with the lock's
+    ``q^{-(H-1)}`` shape overlaid where it applies."""
+    cfg = results["config"]
+    panels = [(f, e) for f in cfg["families"] for e in cfg["etas"]]
+    fig, axes = new_figure(ncols=len(cfg["etas"]), nrows=len(cfg["families"]), width=2.7, height=2.4)
+    for (family, eta) in panels:
+        ax = axes[cfg["families"].index(family), cfg["etas"].index(eta)]
+        for i, m in enumerate(cfg["methods"]):
+            rs = [r for r in results["rows"] if r["family"] == family and r["eta"] == eta and r["method"] == m]
+            H = [r["H"] for r in rs]
+            med = [r["median_n"] if np.isfinite(r["median_n"]) else np.nan for r in rs]
+            ax.plot(H, med, label=m, **series_style(i))
+        if family == "lock" and eta > 0:
+            q = lock_continue_probability(eta, cfg["n_actions"])
+            H = np.array(cfg["horizons"])
+            ax.plot(H, q ** -(H - 1.0), color="0.5", linestyle=":", linewidth=1, label=r"$q^{-(H-1)}$")
+        ax.set_yscale("log")
+        ax.set_title(rf"{family}, $\eta$={eta}", fontsize=8)
+        ax.set_xlabel("horizon H")
+        ax.set_ylabel("episodes to target")
+    axes[0, -1].legend(frameon=False, fontsize=5.5, loc="upper left")
+    return save_figure(fig, stem)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = build_parser(NoisyExpertConfig, __doc__, PRESETS, "default")
+    args = parser.parse_args(argv)
+    try:
+        cfg = config_from_args(NoisyExpertConfig, args, PRESETS)
+    except ValueError as exc:
+        parser.error(str(exc))
+    results = run(cfg)
+    print(markdown_table(results["slopes"]))
+    print(f"wrote {cfg.out_dir}/results.md, sample_complexity.csv, growth.csv, results.json, noisy_expert.png/pdf")
+    return results
+
+
+if __name__ == "__main__":
+    main()

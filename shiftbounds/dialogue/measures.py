@@ -1,0 +1,131 @@
+"""Per-turn measurements of neural agents and simulators from sampled dialogues (PIPELINE.md "Measurements").
+
+Estimators (each returns a mean and a 95 % CI per turn):
+
+* ``eps_t`` — on held-out *logged* histories: the exact TV between the agent's next-act
+  distribution and ``pi_data``'s at that history (``pi_data`` acts on the summary of the history),
+  averaged: an unbiased estimate of ``eps_t``;
+* ``delta_t`` and ``rho_t`` — on the agent's *own* rollouts against the simulator: the exact TV
+  between the real user's and the simulator's answer distributions after the sampled agent act
+  (unbiased for ``sum_a pi(a|h) TV(...)``), and the reward mismatch there. The context is the pair
+  (goal, history): the simulator answers knowing its goal, so this is the simulator error of the
+  joint Markov state (THEORY.md §1 allows any Markov summary);
+* ``Delta_t`` and ``D_t`` — plug-in TV between the empirical distributions of the summary contexts
+  of two samples (policy vs logs; real vs simulated user), with a bootstrap CI. Plug-in TV is
+  biased upwards by about ``sqrt(S / n)`` for ``S`` occupied contexts; it lower-bounds the TV over
+  full histories (data processing).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from shiftbounds.dialogue.rollout import ExplicitUser, NeuralUser, Rollout, agent_turn_logits, rollout
+from shiftbounds.dialogue.summary import SummarySpace
+from shiftbounds.dialogue.tasks import ACCEPT, CLARIFY, N_BASE_USER_ACTS
+from shiftbounds.dialogue.tokens import Vocab
+from shiftbounds.nn.transformer import Transformer
+from shiftbounds.utils.stats import mean_ci
+
+
+def _per_turn_ci(values: torch.Tensor, mask: torch.Tensor) -> dict:
+    """Mean and 95 % CI per turn of ``values * mask`` over *all* dialogues ``[N, H]``: a dialogue
+    that has ended contributes 0, as the absorbing end state does in the theory's occupancy-weighted
+    sums (``eps_t = sum_s d_t(s) TV(...)``), so the estimate is unconditional, not per alive dialogue."""
+    out = {"mean": [], "low": [], "high": []}
+    for t in range(values.shape[1]):
+        e = mean_ci((values[:, t] * mask[:, t]).double().numpy())
+        for k, x in zip(("mean", "low", "high"), (e.value, e.low, e.high)):
+            out[k].append(x)
+    return out
+
+
+def summaries(space: SummarySpace, actions: torch.Tensor, acts: torch.Tensor) -> np.ndarray:
+    """Summary index before each turn, ``[N, H]`` (``-1`` after the dialogue ended)."""
+    N, H = actions.shape
+    out = np.full((N, H), -1)
+    A, K = actions.numpy(), acts.numpy()
+    for i in range(N):
+        s = 1
+        for t in range(H):
+            if A[i, t] < 0:
+                break
+            out[i, t] = s
+            s = int(space.successor[s, A[i, t], K[i, t]]) if t + 1 < H else s
+    return out
+
+
+@torch.no_grad()
+def evaluate_agent(vocab: Vocab, agent: Transformer, real: ExplicitUser, n: int, generator: torch.Generator,
+                   sim: ExplicitUser | NeuralUser | None = None) -> dict:
+    """``J_real`` (judge, real user), success and turns; with ``sim``, also ``J_sim`` (its acceptance)."""
+    goals = torch.randint(vocab.task.n_goals, (n,), generator=generator)
+    ro = rollout(vocab, agent, real, goals, generator=generator)
+    j = mean_ci(ro.judge_rewards.sum(1).double().numpy())
+    out = {"J_real": j.value, "J_real_low": j.low, "J_real_high": j.high,
+           "success": float(ro.success.mean()), "turns": float(ro.turn_mask.sum(1).mean())}
+    if sim is not None:
+        ro_s = rollout(vocab, agent, sim, goals, generator=generator)
+        out["J_sim"] = float(ro_s.accept_rewards.sum(1).mean())
+        out["sim_gap"] = out["J_sim"] - out["J_real"]
+    return out
+
+
+@torch.no_grad()
+def eps_on_logs(vocab: Vocab, agent: Transformer, space: SummarySpace, data_policy: np.ndarray, data: dict,
+                states: np.ndarray) -> dict:
+    """Per-turn ``eps_t`` on logged histories (see the module docstring)."""
+    probs = torch.softmax(agent_turn_logits(vocab, agent, data["agent_view"]), -1)  # [N, H, A]
+    H = vocab.task.horizon
+    ref = torch.as_tensor(data_policy[np.arange(H)[None, :], np.maximum(states, 0)], dtype=probs.dtype)
+    tv = 0.5 * (probs - ref).abs().sum(-1)
+    return _per_turn_ci(tv, data["turn_mask"])
+
+
+def simulator_errors(ro: Rollout, task) -> dict:
+    """Per-turn ``delta_t`` and ``rho_t`` on a rollout against a simulator recorded with ``real=``."""
+    if ro.real_probs is None:
+        raise ValueError("the rollout must record the real user's distributions (rollout(..., real=...))")
+    tv = 0.5 * (ro.real_probs - ro.user_probs).abs().sum(-1)
+    proposal = ro.actions >= task.n_questions
+    gap = (1 + task.wrong_penalty) * (ro.real_probs[..., ACCEPT] - ro.user_probs[..., ACCEPT]).abs()
+    rho = torch.where(proposal, gap, torch.zeros_like(gap))
+    return {"delta": _per_turn_ci(tv, ro.turn_mask), "rho": _per_turn_ci(rho, ro.turn_mask)}
+
+
+def plugin_tv(a: np.ndarray, b: np.ndarray, n_states: int, rng: np.random.Generator, n_boot: int = 200) -> dict:
+    """Per-turn plug-in TV between the empirical context distributions of two samples ``[N, H]``
+    (``-1`` = ended; ended dialogues count as one extra context), with a bootstrap CI."""
+    H = a.shape[1]
+
+    def tv(x, y, t):
+        px = np.bincount(x[:, t] + 1, minlength=n_states + 1) / len(x)
+        py = np.bincount(y[:, t] + 1, minlength=n_states + 1) / len(y)
+        return 0.5 * np.abs(px - py).sum()
+
+    out = {"mean": [], "low": [], "high": []}
+    for t in range(H):
+        boots = [tv(a[rng.integers(len(a), size=len(a))], b[rng.integers(len(b), size=len(b))], t) for _ in range(n_boot)]
+        out["mean"].append(tv(a, b, t))
+        out["low"].append(float(np.quantile(boots, 0.025)))
+        out["high"].append(float(np.quantile(boots, 0.975)))
+    return out
+
+
+@torch.no_grad()
+def sycophancy(vocab: Vocab, user, data: dict) -> dict:
+    """Accept-wrong, leak and clarification rates of a user model at logged histories."""
+    from shiftbounds.dialogue.stages import _sim_probs
+
+    task = vocab.task
+    p = _sim_probs(vocab, user, data)  # [N, H, K]
+    mask = data["turn_mask"] > 0
+    a = data["actions"].clamp_min(0)
+    question = mask & (a < task.n_questions)
+    wrong = mask & (a >= task.n_questions) & (a - task.n_questions != data["goals"][:, None])
+    return {
+        "accept_wrong": float(p[..., ACCEPT][wrong].mean()) if wrong.any() else float("nan"),
+        "leak": float(p[..., N_BASE_USER_ACTS:].sum(-1)[question].mean()),
+        "clarify": float(p[..., CLARIFY][question].mean()),
+    }

@@ -1,0 +1,153 @@
+"""Batched multi-turn rollouts of an agent against a user model, with key-value caches.
+
+Many dialogues run at once: at every turn the agent network reads only the new tokens through its
+cache and proposes a distribution over its acts; the user (an explicit
+:class:`~shiftbounds.dialogue.tasks.UserModel`, or a transformer user simulator with its own cache
+over the goal-first view) answers. The rollout returns every quantity the measurements need:
+sampled acts, the agent's and the user's *exact* per-turn distributions (and the real user's, when
+asked, for ``delta_t``), log-probabilities and both rewards (goal-aware judge; the user's own
+acceptance). Tokens after a dialogue ends are ``PAD`` and masked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from shiftbounds.dialogue.tasks import ACCEPT, REJECT, HiddenGoalTask, UserModel
+from shiftbounds.dialogue.tokens import BOS, PAD, Vocab
+from shiftbounds.nn.generate import sample_tokens
+from shiftbounds.nn.transformer import Transformer
+
+
+class ExplicitUser:
+    """A user with explicit probabilities: ``P(act | agent act, goal)`` as a table ``[A, G, K]``."""
+
+    def __init__(self, task: HiddenGoalTask, model: UserModel) -> None:
+        self.task, self.model = task, model
+        self.table = torch.tensor(np.array([[model.response(task, a, x) for x in range(task.n_goals)]
+                                            for a in range(task.n_actions)]), dtype=torch.float64)  # [A, G, K]
+
+    def probs(self, goals: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+        """``[B, K]`` response distributions (float32, like the networks' outputs)."""
+        return self.table.to(goals.device)[actions, goals].float()
+
+
+class NeuralUser:
+    """A transformer user simulator over the goal-first view; answers are restricted to the acts
+    that can follow the agent's act (:meth:`Vocab.valid_user_acts`)."""
+
+    def __init__(self, vocab: Vocab, net: Transformer) -> None:
+        self.vocab, self.net = vocab, net
+        self.valid = vocab.valid_user_acts()
+
+    def start(self, goals: torch.Tensor):
+        """Feed ``[goal, BOS]``; returns the cache."""
+        prefix = torch.stack([goals + self.vocab.goal_offset, torch.full_like(goals, BOS)], 1)
+        _, cache = self.net(prefix)
+        return cache
+
+    def step(self, cache, new_tokens: torch.Tensor, actions: torch.Tensor):
+        """Feed ``new_tokens [B, n]`` (the user's previous act, if any, and the agent's new act) in
+        one call; returns the user's answer distribution ``[B, K]`` and the cache."""
+        logits, cache = self.net(new_tokens, cache)
+        v = self.vocab
+        lu = logits[:, -1, v.user_offset: v.user_offset + v.n_user]
+        lu = lu.masked_fill(~self.valid.to(lu.device)[actions], float("-inf"))
+        return torch.softmax(lu.float(), -1), cache
+
+
+@dataclass(frozen=True)
+class Rollout:
+    """Everything one batch of dialogues produced (``B`` dialogues, ``H`` turns).
+
+    Attributes:
+        goals: ``[B]``.
+        agent_view: ``[B, 1 + 2H]`` tokens as the agent saw them.
+        actions, acts: ``[B, H]`` agent and user acts (``-1`` after the end).
+        turn_mask: ``[B, H]`` 1 where the turn happened.
+        agent_probs: ``[B, H, A]`` the agent's distribution at each turn (temperature 1).
+        user_probs: ``[B, H, K]`` the answering user's distribution.
+        real_probs: ``[B, H, K]`` the real user's distribution at the same context, or ``None``.
+        judge_rewards: ``[B, H]`` goal-aware judge (1 right proposal, ``-penalty`` wrong, 0 question).
+        accept_rewards: ``[B, H]`` the answering user's acceptance (1 accept, ``-penalty`` reject).
+    """
+
+    goals: torch.Tensor
+    agent_view: torch.Tensor
+    actions: torch.Tensor
+    acts: torch.Tensor
+    turn_mask: torch.Tensor
+    agent_probs: torch.Tensor
+    user_probs: torch.Tensor
+    real_probs: torch.Tensor | None
+    judge_rewards: torch.Tensor
+    accept_rewards: torch.Tensor
+
+    @property
+    def success(self) -> torch.Tensor:
+        """``[B]``: the true goal was proposed (and so accepted by a real user)."""
+        return (self.judge_rewards == 1.0).any(1).float()
+
+
+@torch.no_grad()
+def rollout(vocab: Vocab, agent: Transformer, user: ExplicitUser | NeuralUser, goals: torch.Tensor, *,
+            temperature: float = 1.0, generator: torch.Generator | None = None,
+            real: ExplicitUser | None = None) -> Rollout:
+    """Run ``len(goals)`` dialogues of ``H`` turns; see :class:`Rollout`."""
+    task = vocab.task
+    H, B, Q, pen = task.horizon, goals.shape[0], task.n_questions, task.wrong_penalty
+    dev = goals.device
+    a_off, u_off = vocab.agent_offset, vocab.user_offset
+    logits, agent_cache = agent(torch.full((B, 1), BOS, device=dev))
+    user_cache = user.start(goals) if isinstance(user, NeuralUser) else None
+    alive = torch.ones(B, dtype=torch.bool, device=dev)
+    toks = [torch.full((B,), BOS, device=dev)]
+    pending = None  # the user's last act, fed to the user network together with the next agent act
+    out = {k: [] for k in ("actions", "acts", "mask", "pa", "pu", "pr", "rj", "ra")}
+    for t in range(H):
+        la = logits[:, -1, a_off: a_off + vocab.n_agent].float()
+        pa = torch.softmax(la, -1)
+        a = sample_tokens(la, temperature, generator)
+        a_tok = torch.where(alive, a + a_off, PAD)
+        if isinstance(user, NeuralUser):
+            new = a_tok[:, None] if pending is None else torch.stack([pending, a_tok], 1)
+            pu, user_cache = user.step(user_cache, new, a)
+        else:
+            pu = user.probs(goals, a)
+        u = sample_tokens(torch.log(pu.clamp_min(1e-30)), 1.0, generator)
+        u_tok = torch.where(alive, u + u_off, PAD)
+        proposal = a >= Q
+        right = proposal & (a - Q == goals)
+        rj = torch.where(proposal, torch.where(right, 1.0, -pen), 0.0) * alive
+        ra = torch.where(proposal, torch.where(u == ACCEPT, 1.0, torch.where(u == REJECT, -pen, 0.0)), 0.0) * alive
+        for key, val in (("actions", torch.where(alive, a, -1)), ("acts", torch.where(alive, u, -1)),
+                         ("mask", alive.float()), ("pa", pa), ("pu", pu), ("rj", rj), ("ra", ra)):
+            out[key].append(val)
+        if real is not None:
+            out["pr"].append(real.probs(goals, a))
+        pending = u_tok
+        logits, agent_cache = agent(torch.stack([a_tok, u_tok], 1), agent_cache)
+        toks += [a_tok, u_tok]
+        alive = alive & (u != ACCEPT)
+    st = lambda key: torch.stack(out[key], 1)  # noqa: E731 - stack per-turn lists to [B, H, ...]
+    return Rollout(goals, torch.stack(toks, 1), st("actions"), st("acts"), st("mask"), st("pa"), st("pu"),
+                   st("pr") if real is not None else None, st("rj"), st("ra"))
+
+
+def agent_turn_logits(vocab: Vocab, agent: Transformer, agent_view: torch.Tensor) -> torch.Tensor:
+    """Agent-act logits at every agent turn, ``[B, H, A]``, from one forward pass over the agent view
+    (position ``2t`` holds the token before ``a_t``)."""
+    logits, _ = agent(agent_view[:, :-1])
+    return logits[:, 0::2, vocab.agent_offset: vocab.agent_offset + vocab.n_agent]
+
+
+def user_turn_logits(vocab: Vocab, user_net: Transformer, user_view: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
+    """User-act logits at every user turn, ``[B, H, K]`` (position ``2 + 2t`` holds ``a_t``), restricted
+    to the acts valid after each agent act (``actions`` ``[B, H]``, ``-1`` after the end)."""
+    logits, _ = user_net(user_view[:, :-1])
+    lu = logits[:, 2::2, vocab.user_offset: vocab.user_offset + vocab.n_user]
+    valid = vocab.valid_user_acts().to(lu.device)[actions.clamp_min(0)]
+    return lu.masked_fill(~valid, float("-inf"))

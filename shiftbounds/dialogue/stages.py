@@ -1,0 +1,337 @@
+"""Training stages of the neural pipeline (PIPELINE.md "Components"), each with a frozen config.
+
+* :func:`sft` — supervised fine-tuning of the agent on the logs' agent turns (the shared
+  initialisation of all three paradigms), or of the user simulator on the logs' user turns given
+  goal and history (calibration). Loss on one side's tokens only.
+* :func:`train_discriminator` — a realism classifier: real user turn versus a simulator's turn at
+  the same logged history; its log-odds are the optional realism reward.
+* :func:`realism_finetune` — the optional second calibration stage: policy gradient on the
+  simulator's own turns at logged histories with the discriminator's log-odds as reward.
+* :func:`train_agent` — one policy-gradient algorithm for every paradigm: REINFORCE with a group
+  baseline (dialogues that share a goal, or samples at the same logged context) and an exact
+  per-turn KL penalty to the SFT agent. Static Context RL samples one turn at logged contexts and
+  is paid by the judge; Interactive and Calibrated Interactive RL roll out whole dialogues against
+  their simulator and are paid by its acceptance. Same budget (agent tokens) and hyper-parameters.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from shiftbounds.dialogue.rollout import ExplicitUser, NeuralUser, agent_turn_logits, rollout, user_turn_logits
+from shiftbounds.dialogue.tokens import Vocab
+from shiftbounds.losses import group_advantages, nll, reverse_kl
+from shiftbounds.nn.transformer import Transformer, TransformerConfig
+
+PARADIGMS = ("static", "interactive", "calibrated")
+
+
+def _atomic_save(obj, path: Path) -> None:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
+    os.close(fd)
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Width and depth of every network of the pipeline (agent, simulator, discriminator)."""
+
+    d_model: int = 64
+    n_layer: int = 2
+    n_head: int = 4
+
+    def build(self, vocab: Vocab, n_classes: int | None = None) -> Transformer:
+        """A fresh network for ``vocab`` (positions for the goal-first view of ``H`` turns)."""
+        return Transformer(TransformerConfig(vocab.size, 2 + 2 * vocab.task.horizon, self.n_layer, self.n_head,
+                                             self.d_model, n_classes))
+
+
+@dataclass(frozen=True)
+class SFTConfig:
+    """Supervised fine-tuning: ``steps`` minibatches of ``batch`` dialogues, AdamW at ``lr``."""
+
+    steps: int = 400
+    batch: int = 64
+    lr: float = 3e-3
+
+    def __post_init__(self) -> None:
+        if self.steps < 0 or self.batch < 1 or self.lr <= 0:
+            raise ValueError(f"SFT needs steps >= 0, batch >= 1, lr > 0; got {self.steps}, {self.batch}, {self.lr}")
+
+
+def _batches(n: int, batch: int, steps: int, generator: torch.Generator):
+    for _ in range(steps):
+        yield torch.randint(n, (min(batch, n),), generator=generator)
+
+
+def sft(vocab: Vocab, net: Transformer, data: dict, side: str, cfg: SFTConfig, generator: torch.Generator,
+        progress: Callable | None = None) -> Transformer:
+    """Maximum likelihood on one side's turns of encoded logs (:func:`~shiftbounds.dialogue.tokens.encode`).
+
+    ``side="agent"``: NLL of ``a_t`` given the agent view; ``side="user"``: NLL of ``u_t`` given the
+    goal-first view (valid acts only). Returns the trained network (a copy).
+    """
+    if side not in ("agent", "user"):
+        raise ValueError(f"side must be 'agent' or 'user'; got {side!r}")
+    net = copy.deepcopy(net).train()
+    opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=0.0)
+    n = data["goals"].shape[0]
+    for step, idx in enumerate(_batches(n, cfg.batch, cfg.steps, generator)):
+        mask = data["turn_mask"][idx]
+        if side == "agent":
+            logits = agent_turn_logits(vocab, net, data["agent_view"][idx])
+            loss = nll(logits, data["actions"][idx].clamp_min(0), mask)
+        else:
+            logits = user_turn_logits(vocab, net, data["user_view"][idx], data["actions"][idx])
+            loss = nll(logits, data["acts"][idx].clamp_min(0), mask)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if progress:
+            progress(step, loss.item())
+    return net.eval()
+
+
+@torch.no_grad()
+def user_nll(vocab: Vocab, user: ExplicitUser | Transformer, data: dict) -> torch.Tensor:
+    """Per-turn NLL of the logged user acts under a user model, ``[H]`` (mean over dialogues alive)."""
+    mask = data["turn_mask"]
+    acts = data["acts"].clamp_min(0)
+    if isinstance(user, ExplicitUser):
+        p = user.table[data["actions"].clamp_min(0), data["goals"][:, None].expand_as(acts)]
+        logp = torch.log(p.gather(-1, acts[..., None])[..., 0].clamp_min(1e-30))
+    else:
+        logits = user_turn_logits(vocab, user, data["user_view"], data["actions"])
+        logp = torch.log_softmax(logits, -1).gather(-1, acts[..., None])[..., 0]
+    return -(logp * mask).sum(0) / mask.sum(0).clamp_min(1.0)
+
+
+# ----------------------------------------------------------------------------- realism discriminator
+def _sim_probs(vocab: Vocab, sim: ExplicitUser | Transformer, data: dict) -> torch.Tensor:
+    """The simulator's answer distribution ``[N, H, K]`` at every logged history."""
+    if isinstance(sim, ExplicitUser):
+        return sim.table[data["actions"].clamp_min(0), data["goals"][:, None].expand_as(data["actions"])]
+    return torch.softmax(user_turn_logits(vocab, sim, data["user_view"], data["actions"]), -1)
+
+
+def _fake_views(vocab: Vocab, sim, data: dict, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+    """Copies of the user views with one random alive turn's user act replaced by a simulator sample;
+    returns the views and the replaced turn index per dialogue."""
+    with torch.no_grad():
+        probs = _sim_probs(vocab, sim, data)
+    mask = data["turn_mask"]
+    turn = torch.multinomial(mask / mask.sum(1, keepdim=True), 1, generator=generator)[:, 0]
+    rows = torch.arange(mask.shape[0])
+    fake = torch.multinomial(probs[rows, turn], 1, generator=generator)[:, 0]
+    views = data["user_view"].clone()
+    views[rows, 3 + 2 * turn] = fake + vocab.user_offset
+    return views, turn
+
+
+def _disc_logits(disc: Transformer, views: torch.Tensor, turn: torch.Tensor) -> torch.Tensor:
+    h, _ = disc.hidden(views)
+    return disc.cls(h[torch.arange(views.shape[0]), 3 + 2 * turn])[:, 1] - disc.cls(h[torch.arange(views.shape[0]), 3 + 2 * turn])[:, 0]
+
+
+def train_discriminator(vocab: Vocab, model_cfg: ModelConfig, sim, data: dict, cfg: SFTConfig,
+                        generator: torch.Generator) -> Transformer:
+    """Classifier of real (label 1) versus simulated (label 0) user turns given goal and history."""
+    disc = model_cfg.build(vocab, n_classes=2).train()
+    opt = torch.optim.AdamW(disc.parameters(), lr=cfg.lr, weight_decay=0.0)
+    n = data["goals"].shape[0]
+    for idx in _batches(n, cfg.batch, cfg.steps, generator):
+        sub = {k: v[idx] for k, v in data.items()}
+        fake, turn = _fake_views(vocab, sim, sub, generator)
+        views = torch.cat([sub["user_view"], fake])
+        turns = torch.cat([turn, turn])
+        labels = torch.cat([torch.ones(len(idx)), torch.zeros(len(idx))])
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(_disc_logits(disc, views, turns), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return disc.eval()
+
+
+@torch.no_grad()
+def discriminator_accuracy(vocab: Vocab, disc: Transformer, sim, data: dict, generator: torch.Generator) -> float:
+    """Held-out accuracy of the realism discriminator (0.5 = the simulator is indistinguishable)."""
+    fake, turn = _fake_views(vocab, sim, data, generator)
+    real_ok = (_disc_logits(disc, data["user_view"], turn) > 0).float()
+    fake_ok = (_disc_logits(disc, fake, turn) <= 0).float()
+    return float(torch.cat([real_ok, fake_ok]).mean())
+
+
+def realism_finetune(vocab: Vocab, sim: Transformer, disc: Transformer, data: dict, cfg: SFTConfig, kl_coef: float,
+                     generator: torch.Generator) -> Transformer:
+    """Second calibration stage: REINFORCE on the simulator's own turns at logged histories with the
+    discriminator's log-odds of "real" as reward, plus an exact KL penalty to the SFT simulator."""
+    ref = sim
+    sim = copy.deepcopy(sim).train()
+    opt = torch.optim.AdamW(sim.parameters(), lr=cfg.lr, weight_decay=0.0)
+    n = data["goals"].shape[0]
+    for idx in _batches(n, cfg.batch, cfg.steps, generator):
+        sub = {k: v[idx] for k, v in data.items()}
+        logits = user_turn_logits(vocab, sim, sub["user_view"], sub["actions"])
+        with torch.no_grad():
+            ref_logp = torch.log_softmax(user_turn_logits(vocab, ref, sub["user_view"], sub["actions"]), -1)
+            fake, turn = _fake_views(vocab, sim.eval(), sub, generator)
+            reward = _disc_logits(disc, fake, turn)
+        sim.train()
+        logp = torch.log_softmax(logits, -1)
+        rows = torch.arange(len(idx))
+        taken = fake[rows, 3 + 2 * turn] - vocab.user_offset
+        pg = -((reward - reward.mean()) * logp[rows, turn, taken]).mean()
+        loss = pg + kl_coef * reverse_kl(ref_logp, logp, sub["turn_mask"])
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return sim.eval()
+
+
+# ----------------------------------------------------------------------------- agent RL
+@dataclass(frozen=True)
+class RLConfig:
+    """Policy-gradient training of the agent, identical for every paradigm.
+
+    Attributes:
+        steps: optimisation steps.
+        goals_per_step: distinct goals (interactive) or logged contexts (static) per step.
+        group: samples sharing a goal / context (the group baseline).
+        lr: AdamW learning rate.
+        kl_coef: weight of the exact per-turn ``KL(pi || pi_SFT)`` penalty.
+        static_reward: ``"myopic"`` (judge's immediate reward) or ``"one_step"`` (plus the logged
+            return-to-go when the sampled act is the logged one).
+        eval_every: steps between learning-curve evaluations.
+    """
+
+    steps: int = 300
+    goals_per_step: int = 16
+    group: int = 4
+    lr: float = 1e-3
+    kl_coef: float = 0.05
+    static_reward: str = "myopic"
+    eval_every: int = 50
+
+    def __post_init__(self) -> None:
+        if self.steps < 0 or self.goals_per_step < 1 or self.group < 2 or self.lr <= 0 or self.kl_coef < 0:
+            raise ValueError("RL needs steps >= 0, goals_per_step >= 1, group >= 2, lr > 0, kl_coef >= 0; "
+                             f"got {self.steps}, {self.goals_per_step}, {self.group}, {self.lr}, {self.kl_coef}")
+        if self.static_reward not in ("myopic", "one_step"):
+            raise ValueError(f"static_reward must be 'myopic' or 'one_step'; got {self.static_reward!r}")
+        if self.eval_every < 1:
+            raise ValueError(f"eval_every must be >= 1; got {self.eval_every}")
+
+    @property
+    def agent_tokens_per_step(self) -> int:
+        """The budget unit: ``goals_per_step * group * H`` agent tokens per step for every paradigm."""
+        return self.goals_per_step * self.group
+
+
+def _static_batch(vocab: Vocab, agent: Transformer, data: dict, cfg: RLConfig, generator: torch.Generator):
+    """Logged contexts for Static Context RL: ``goals_per_step * H`` (dialogue, turn) pairs, each
+    with ``group`` sampled acts (the same agent-token budget as ``goals_per_step * group`` dialogues)."""
+    task = vocab.task
+    H = task.horizon
+    alive = data["turn_mask"].nonzero()  # [M, 2] (dialogue, turn)
+    pick = alive[torch.randint(alive.shape[0], (cfg.goals_per_step * H,), generator=generator)]
+    d, t = pick[:, 0], pick[:, 1]
+    return d, t
+
+
+def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConfig, generator: torch.Generator, *,
+                logs: dict | None = None, user: ExplicitUser | NeuralUser | None = None,
+                evaluate: Callable[[Transformer], dict] | None = None,
+                progress: Callable | None = None, checkpoint: Path | None = None) -> tuple[Transformer, list[dict]]:
+    """RL of the agent from its SFT initialisation; returns the agent and the learning curve
+    (``evaluate(agent)`` every ``eval_every`` steps, with ``step`` and ``agent_tokens`` added).
+
+    With ``checkpoint``, the agent, optimiser, generator state and curve are saved there
+    (atomically) at every evaluation, and a rerun resumes from the last one: a killed run loses
+    at most ``eval_every`` steps.
+    """
+    if paradigm not in PARADIGMS:
+        raise ValueError(f"paradigm must be one of {PARADIGMS}; got {paradigm!r}")
+    if paradigm == "static" and logs is None:
+        raise ValueError("Static Context RL needs logs")
+    if paradigm != "static" and user is None:
+        raise ValueError(f"{paradigm} RL needs a user simulator")
+    task = vocab.task
+    H, Q, pen = task.horizon, task.n_questions, task.wrong_penalty
+    agent = copy.deepcopy(sft_agent).train()
+    ref = sft_agent.eval()
+    opt = torch.optim.AdamW(agent.parameters(), lr=cfg.lr, weight_decay=0.0)
+    curve: list[dict] = []
+    start = 1
+    if checkpoint is not None and Path(checkpoint).exists():
+        blob = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        agent.load_state_dict(blob["agent"])
+        opt.load_state_dict(blob["opt"])
+        generator.set_state(blob["generator"])
+        curve, start = blob["curve"], blob["step"] + 1
+
+    def record(step: int) -> None:
+        if evaluate is not None:
+            curve.append({"step": step, "agent_tokens": step * cfg.agent_tokens_per_step * H, **evaluate(agent.eval())})
+            agent.train()
+        if checkpoint is not None:
+            _atomic_save({"agent": agent.state_dict(), "opt": opt.state_dict(), "generator": generator.get_state(),
+                          "curve": curve, "step": step}, checkpoint)
+
+    if start == 1:
+        record(0)
+    for step in range(start, cfg.steps + 1):
+        # ---------------------------------------------------------------- ALGO LOGIC
+        if paradigm == "static":
+            d, t = _static_batch(vocab, agent, logs, cfg, generator)
+            views = logs["agent_view"][d]
+            logits = agent_turn_logits(vocab, agent, views)[torch.arange(len(d)), t]  # [M, A]
+            with torch.no_grad():
+                ref_logits = agent_turn_logits(vocab, ref, views)[torch.arange(len(d)), t]
+            logp = torch.log_softmax(logits, -1)
+            acts = torch.multinomial(logp.exp().repeat_interleave(cfg.group, 0), 1, generator=generator)[:, 0]  # [M*G]
+            goal = logs["goals"][d].repeat_interleave(cfg.group)
+            proposal = acts >= Q
+            reward = torch.where(proposal, torch.where(acts - Q == goal, 1.0, -pen), 0.0)
+            if cfg.static_reward == "one_step":
+                logged = logs["actions"][d, t].repeat_interleave(cfg.group)
+                togo = logs["togo"][d, t].repeat_interleave(cfg.group)
+                reward = torch.where(acts == logged, togo, reward)
+            adv = group_advantages(reward, cfg.group)
+            chosen = logp.repeat_interleave(cfg.group, 0).gather(1, acts[:, None])[:, 0]
+            pg = -(adv * chosen).mean()
+            kl = reverse_kl(torch.log_softmax(ref_logits, -1), logp)
+        else:
+            goals = torch.randint(task.n_goals, (cfg.goals_per_step,), generator=generator).repeat_interleave(cfg.group)
+            ro = rollout(vocab, agent.eval(), user, goals, temperature=1.0, generator=generator)
+            agent.train()
+            returns = ro.accept_rewards.sum(1)
+            adv = group_advantages(returns, cfg.group)  # [B], broadcast over the dialogue's agent tokens
+            logits = agent_turn_logits(vocab, agent, ro.agent_view)
+            logp = torch.log_softmax(logits, -1)
+            with torch.no_grad():
+                ref_logp = torch.log_softmax(agent_turn_logits(vocab, ref, ro.agent_view), -1)
+            chosen = logp.gather(-1, ro.actions.clamp_min(0)[..., None])[..., 0]  # [B, H]
+            mask = ro.turn_mask
+            pg = -(adv[:, None] * chosen * mask).sum() / mask.sum().clamp_min(1.0)
+            kl = reverse_kl(ref_logp, logp, mask)
+        loss = pg + cfg.kl_coef * kl
+        # ---------------------------------------------------------------- end ALGO LOGIC
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(agent.parameters(), 1.0)
+        opt.step()
+        if progress:
+            progress(step, loss.item())
+        if step % cfg.eval_every == 0 or step == cfg.steps:
+            record(step)
+    return agent.eval(), curve

@@ -1,0 +1,138 @@
+"""Causal LMs for the transformers path: load one from a local folder, or build a tiny one from a
+config (random weights; no network at run time), with a tokenizer to match.
+
+Device and dtype are decided in one place (:func:`resolve_device`): bf16 on a GPU, float32 on the
+CPU. A local folder must hold a model (``config.json`` and weights); the error says so otherwise.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+
+class ByteTokenizer:
+    """A byte-level tokenizer for models built from a config (no vocabulary file to download).
+
+    Ids ``0..255`` are bytes; ``256`` is padding, ``257`` beginning of text, ``258`` end of text;
+    ``259 + i`` are the extra special tokens given at construction (e.g. role markers).
+    """
+
+    def __init__(self, special_tokens: tuple[str, ...] = ()) -> None:
+        self.pad_token_id, self.bos_token_id, self.eos_token_id = 256, 257, 258
+        self.special = {tok: 259 + i for i, tok in enumerate(special_tokens)}
+        self.inverse = {v: k for k, v in self.special.items()}
+
+    @property
+    def vocab_size(self) -> int:
+        return 259 + len(self.special)
+
+    def encode(self, text: str) -> list[int]:
+        """Bytes of ``text``, with registered special tokens mapped to their own ids."""
+        out: list[int] = []
+        i = 0
+        while i < len(text):
+            for tok, idx in self.special.items():
+                if text.startswith(tok, i):
+                    out.append(idx)
+                    i += len(tok)
+                    break
+            else:
+                out.extend(text[i].encode("utf-8"))
+                i += 1
+        return out
+
+    def decode(self, ids) -> str:
+        """Text of ``ids`` (padding and beginning/end markers dropped; invalid bytes replaced)."""
+        parts, buf = [], bytearray()
+        for i in (int(x) for x in ids):
+            if i < 256:
+                buf.append(i)
+            elif i in self.inverse:
+                parts.append(buf.decode("utf-8", "replace") + self.inverse[i])
+                buf = bytearray()
+        parts.append(buf.decode("utf-8", "replace"))
+        return "".join(parts)
+
+
+@dataclass(frozen=True)
+class TinyLM:
+    """Shape of a model built from a config for tests and CPU runs.
+
+    Attributes:
+        family: ``"gpt2"`` or ``"llama"``.
+        d_model, n_layer, n_head: width, depth, heads.
+        max_len: positions.
+    """
+
+    family: str = "gpt2"
+    d_model: int = 64
+    n_layer: int = 2
+    n_head: int = 4
+    max_len: int = 512
+
+    def __post_init__(self) -> None:
+        if self.family not in ("gpt2", "llama"):
+            raise ValueError(f"family must be 'gpt2' or 'llama'; got {self.family!r}")
+        if self.d_model % self.n_head:
+            raise ValueError(f"n_head ({self.n_head}) must divide d_model ({self.d_model})")
+
+
+def resolve_device(name: str = "auto") -> tuple[torch.device, torch.dtype]:
+    """``(device, dtype)``: ``"auto"`` is CUDA with bf16 when a GPU is present, else CPU float32."""
+    if name not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"device must be auto, cpu or cuda; got {name!r}")
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device 'cuda' was asked for but torch sees no CUDA device")
+    use_cuda = name == "cuda" or (name == "auto" and torch.cuda.is_available())
+    return (torch.device("cuda"), torch.bfloat16) if use_cuda else (torch.device("cpu"), torch.float32)
+
+
+def build_tiny(spec: TinyLM, vocab_size: int, *, seed: int = 0):
+    """A randomly initialised ``transformers`` causal LM of the given shape."""
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    if spec.family == "gpt2":
+        cfg = GPT2Config(vocab_size=vocab_size, n_positions=spec.max_len, n_embd=spec.d_model, n_layer=spec.n_layer,
+                         n_head=spec.n_head, bos_token_id=257, eos_token_id=258, pad_token_id=256)
+        return GPT2LMHeadModel(cfg)
+    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=spec.d_model, intermediate_size=4 * spec.d_model,
+                      num_hidden_layers=spec.n_layer, num_attention_heads=spec.n_head,
+                      num_key_value_heads=spec.n_head, max_position_embeddings=spec.max_len,
+                      bos_token_id=257, eos_token_id=258, pad_token_id=256)
+    return LlamaForCausalLM(cfg)
+
+
+def load_causal_lm(path: str | Path | None, spec: TinyLM | None = None, *, special_tokens: tuple[str, ...] = (),
+                   device: str = "auto", gradient_checkpointing: bool = False, seed: int = 0):
+    """``(model, tokenizer, device)``: from a local folder, or (``path=None``) a tiny model built
+    from ``spec`` with a :class:`ByteTokenizer`. Special tokens are added to a pretrained tokenizer
+    and the embeddings resized.
+
+    Raises:
+        ValueError: ``path`` is not a folder holding a ``transformers`` model.
+    """
+    dev, dtype = resolve_device(device)
+    if path is None:
+        tok = ByteTokenizer(special_tokens)
+        model = build_tiny(spec or TinyLM(), tok.vocab_size, seed=seed)
+    else:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        p = Path(path)
+        if not (p / "config.json").exists():
+            raise ValueError(f"{p} holds no transformers model (no config.json); give a local model folder or omit the path")
+        tok = AutoTokenizer.from_pretrained(p, local_files_only=True)
+        if special_tokens:
+            tok.add_special_tokens({"additional_special_tokens": list(special_tokens)})
+        if tok.pad_token_id is None:
+            tok.pad_token = tok.eos_token
+        model = AutoModelForCausalLM.from_pretrained(p, local_files_only=True, torch_dtype=dtype)
+        if len(tok) > model.get_input_embeddings().num_embeddings:
+            model.resize_token_embeddings(len(tok))
+    if gradient_checkpointing:
+        model.gradient_checkpointing_enable()
+    return model.to(device=dev, dtype=dtype), tok, dev

@@ -1,0 +1,103 @@
+"""Batches and losses for ``transformers`` causal LMs: masked span likelihood, a sequence
+reward model, and single-step optimisation helpers shared by the real-data runs.
+
+A training example is ``(context, target)`` text: the loss covers the target's tokens only (user
+tokens for a user simulator, agent tokens for an agent). Sequences are right-padded; the mask is
+``[B, T]`` over the positions whose next token is a target token.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+
+from shiftbounds.losses import nll
+
+
+@dataclass(frozen=True)
+class SpanBatch:
+    """``input_ids [B, T]``, ``attention_mask [B, T]`` and ``target_mask [B, T-1]`` (1 where
+    position ``i`` predicts a target token ``input_ids[:, i+1]``)."""
+
+    input_ids: torch.Tensor
+    attention_mask: torch.Tensor
+    target_mask: torch.Tensor
+
+    def to(self, device) -> "SpanBatch":
+        return SpanBatch(self.input_ids.to(device), self.attention_mask.to(device), self.target_mask.to(device))
+
+
+def make_batch(tokenizer, pairs: list[tuple[str, str]], max_len: int) -> SpanBatch:
+    """Tokenise ``(context, target)`` pairs; contexts are cut from the left to fit ``max_len``."""
+    if max_len < 4:
+        raise ValueError(f"max_len must be >= 4; got {max_len}")
+    rows, masks = [], []
+    for ctx, tgt in pairs:
+        c = [tokenizer.bos_token_id] + list(tokenizer.encode(ctx))
+        t = list(tokenizer.encode(tgt)) + [tokenizer.eos_token_id]
+        t = t[: max_len - 1]
+        c = c[-(max_len - len(t)):]
+        rows.append(c + t)
+        masks.append([0] * (len(c) - 1) + [1] * len(t))
+    T = max(len(r) for r in rows)
+    pad = tokenizer.pad_token_id
+    ids = torch.full((len(rows), T), pad, dtype=torch.long)
+    att = torch.zeros((len(rows), T), dtype=torch.long)
+    tm = torch.zeros((len(rows), T - 1))
+    for i, (r, m) in enumerate(zip(rows, masks)):
+        ids[i, : len(r)] = torch.tensor(r)
+        att[i, : len(r)] = 1
+        tm[i, : len(m)] = torch.tensor(m, dtype=torch.float)
+    return SpanBatch(ids, att, tm)
+
+
+def span_nll(model, batch: SpanBatch, reduction: str = "token") -> torch.Tensor:
+    """NLL of the target tokens (:func:`shiftbounds.losses.nll` with the target mask)."""
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
+    return nll(logits.float(), batch.input_ids[:, 1:], batch.target_mask, reduction)
+
+
+@torch.no_grad()
+def per_example_nll(model, batch: SpanBatch) -> torch.Tensor:
+    """Mean NLL per target token for each example, ``[B]``."""
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
+    logp = torch.log_softmax(logits, -1).gather(-1, batch.input_ids[:, 1:, None])[..., 0]
+    return -(logp * batch.target_mask).sum(1) / batch.target_mask.sum(1).clamp_min(1)
+
+
+class RewardModel(nn.Module):
+    """A sequence classifier on a causal LM backbone: a linear head on the last real token's
+    final hidden state, trained with a logistic loss on human reward labels."""
+
+    def __init__(self, lm) -> None:
+        super().__init__()
+        self.lm = lm
+        hidden = lm.config.hidden_size if hasattr(lm.config, "hidden_size") else lm.config.n_embd
+        self.head = nn.Linear(hidden, 1)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Logit of "good" per sequence, ``[B]``."""
+        out = self.lm(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        h = out.hidden_states[-1]  # [B, T, d]
+        last = attention_mask.sum(1) - 1
+        return self.head(h[torch.arange(h.shape[0]), last].float())[:, 0]
+
+
+def fit(model: nn.Module, loss_fn, batches, lr: float, progress=None) -> list[float]:
+    """Plain AdamW over an iterable of batches; ``loss_fn(model, batch) -> loss``. Returns the losses."""
+    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
+    losses = []
+    model.train()
+    for step, batch in enumerate(batches):
+        loss = loss_fn(model, batch)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        losses.append(loss.item())
+        if progress:
+            progress(step, losses[-1])
+    model.eval()
+    return losses

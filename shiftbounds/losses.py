@@ -1,0 +1,166 @@
+"""Pure loss functions shared by every learner in the package (THEORY.md §5; PIPELINE.md "RL").
+
+Conventions (STYLE.md "Losses and math"):
+
+* inputs are logits or log-probabilities over the last axis ``V`` (vocabulary or actions) and a
+  ``mask`` over the leading axes, e.g. ``[B, T, V]`` with ``mask [B, T]``; masked-out positions
+  contribute nothing, and an all-zero mask gives a loss of exactly 0 (never NaN);
+* directions are in the names: ``forward_kl(teacher, student) = KL(teacher || student)``,
+  ``reverse_kl(teacher, student) = KL(student || teacher)``;
+* reduction is stated: ``"token"`` averages over unmasked positions, ``"sum"`` adds them up;
+* mixtures are computed in log space (``logsumexp``), so ``eta = 0`` and ``eta = 1`` are exact.
+
+Every function returns a scalar tensor (or, for the named-parts functions, a frozen dataclass
+with the total and its parts).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+REDUCTIONS = ("token", "sum")
+
+
+def _reduce(per_pos: torch.Tensor, mask: torch.Tensor | None, reduction: str) -> torch.Tensor:
+    """Masked reduction of ``per_pos`` (shape = mask shape). Empty masks give 0."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}; got {reduction!r}")
+    if mask is None:
+        mask = torch.ones_like(per_pos)
+    mask = mask.to(per_pos.dtype)
+    total = (per_pos * mask).sum()
+    if reduction == "sum":
+        return total
+    return total / mask.sum().clamp(min=1.0)
+
+
+def selective_log_softmax(logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``log_softmax(logits, -1).gather(-1, index[..., None])[..., 0]`` without materialising the
+    full log-softmax twice: ``logits[index] - logsumexp(logits)``. Shapes ``[..., V]``, ``[...]``."""
+    return logits.gather(-1, index[..., None])[..., 0] - torch.logsumexp(logits, dim=-1)
+
+
+def noised_log_probs(logits: torch.Tensor, eta: float, noise_log_probs: torch.Tensor | None = None) -> torch.Tensor:
+    """``log((1 - eta) softmax(logits) + eta * nu)`` in log space (THEORY.md §5, the noised student
+    ``pi_eta = (1-eta) pi + eta nu``). ``nu`` defaults to uniform over the last axis.
+
+    ``eta = 0`` returns ``log_softmax(logits)`` exactly; ``eta = 1`` returns ``log nu`` exactly.
+    """
+    if not 0.0 <= eta <= 1.0:
+        raise ValueError(f"eta must lie in [0, 1]; got {eta!r}")
+    logp = torch.log_softmax(logits, dim=-1)
+    if eta == 0.0:
+        return logp
+    if noise_log_probs is None:
+        noise_log_probs = torch.full_like(logp, -math.log(logits.shape[-1]))
+    if eta == 1.0:
+        return noise_log_probs.expand_as(logp)
+    return torch.logaddexp(logp + math.log1p(-eta), noise_log_probs + math.log(eta))
+
+
+def forward_kl(teacher_log_probs: torch.Tensor, student_log_probs: torch.Tensor,
+               mask: torch.Tensor | None = None, reduction: str = "token") -> torch.Tensor:
+    """``KL(teacher || student) = sum_v p_T (log p_T - log p_S)`` per position, then reduced.
+
+    Shapes ``[..., V]`` (log-probabilities) and ``mask [...]``. Terms with ``p_T = 0`` are 0.
+    Gradient w.r.t. the student equals that of the cross-entropy ``-sum_v p_T log p_S``.
+    """
+    p_t = teacher_log_probs.exp()
+    support = p_t > 0
+    # outside the teacher's support both logs are replaced by 0 before the product, so neither the
+    # value nor the gradient of the discarded branch sees 0 * inf (which would be NaN)
+    safe_t = torch.where(support, teacher_log_probs, torch.zeros_like(teacher_log_probs))
+    safe_s = torch.where(support, student_log_probs, torch.zeros_like(student_log_probs))
+    per = torch.where(support, p_t * (safe_t - safe_s), torch.zeros_like(p_t)).sum(-1)
+    return _reduce(per, mask, reduction)
+
+
+def reverse_kl(teacher_log_probs: torch.Tensor, student_log_probs: torch.Tensor,
+               mask: torch.Tensor | None = None, reduction: str = "token") -> torch.Tensor:
+    """``KL(student || teacher) = sum_v p_S (log p_S - log p_T)`` per position, then reduced
+    (mode-seeking; exact over the vocabulary, no sampling)."""
+    return forward_kl(student_log_probs, teacher_log_probs, mask, reduction)
+
+
+def mixed_kl(teacher_log_probs: torch.Tensor, student_log_probs: torch.Tensor, beta: float,
+             mask: torch.Tensor | None = None, reduction: str = "token") -> torch.Tensor:
+    """NAIL-Mixed: ``(1 - beta) KL(teacher || student) + beta KL(student || teacher)``, ``beta in [0, 1]``."""
+    if not 0.0 <= beta <= 1.0:
+        raise ValueError(f"beta must lie in [0, 1]; got {beta!r}")
+    return ((1 - beta) * forward_kl(teacher_log_probs, student_log_probs, mask, reduction)
+            + beta * reverse_kl(teacher_log_probs, student_log_probs, mask, reduction))
+
+
+DIVERGENCES = ("forward", "reverse", "mixed")
+
+
+def distillation_loss(teacher_log_probs: torch.Tensor, student_log_probs: torch.Tensor, divergence: str,
+                      beta: float = 0.5, mask: torch.Tensor | None = None, reduction: str = "token") -> torch.Tensor:
+    """Dispatch on ``divergence`` in :data:`DIVERGENCES` (F, R or Mixed with ``beta``)."""
+    if divergence == "forward":
+        return forward_kl(teacher_log_probs, student_log_probs, mask, reduction)
+    if divergence == "reverse":
+        return reverse_kl(teacher_log_probs, student_log_probs, mask, reduction)
+    if divergence == "mixed":
+        return mixed_kl(teacher_log_probs, student_log_probs, beta, mask, reduction)
+    raise ValueError(f"divergence must be one of {DIVERGENCES}; got {divergence!r}")
+
+
+def nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None = None,
+        reduction: str = "token") -> torch.Tensor:
+    """Negative log-likelihood of integer ``targets [...]`` under ``logits [..., V]`` (LogLossBC, SFT)."""
+    return _reduce(-selective_log_softmax(logits, targets), mask, reduction)
+
+
+# ----------------------------------------------------------------------------- policy gradient
+def group_advantages(rewards: torch.Tensor, group_size: int, normalise: bool = False) -> torch.Tensor:
+    """GRPO-style group baseline: ``A_i = R_i - mean_{j in group(i)} R_j`` (optionally divided by
+    the group's standard deviation). ``rewards [B]`` with ``B`` a multiple of ``group_size``;
+    consecutive blocks of ``group_size`` share a prompt (goal)."""
+    if group_size < 1 or rewards.numel() % group_size:
+        raise ValueError(f"rewards of length {rewards.numel()} cannot be split into groups of {group_size}")
+    g = rewards.reshape(-1, group_size)  # [n_groups, group_size]
+    adv = g - g.mean(-1, keepdim=True)
+    if normalise:
+        adv = adv / (g.std(-1, keepdim=True, unbiased=False) + 1e-6)
+    return adv.reshape(-1)
+
+
+@dataclass(frozen=True)
+class PolicyGradientLoss:
+    """Total loss and its named parts (per agent token, averaged over unmasked tokens).
+
+    Attributes:
+        total: ``pg + kl_coef * kl``.
+        pg: REINFORCE term ``-A * log pi(a)``.
+        kl: estimate of ``KL(pi || pi_ref)`` on the sampled tokens (the ``k3`` estimator
+            ``exp(r) - 1 - r`` with ``r = log pi_ref - log pi``: non-negative, unbiased).
+    """
+
+    total: torch.Tensor
+    pg: torch.Tensor
+    kl: torch.Tensor
+
+
+def policy_gradient_loss(log_probs: torch.Tensor, ref_log_probs: torch.Tensor, advantages: torch.Tensor,
+                         mask: torch.Tensor, kl_coef: float) -> PolicyGradientLoss:
+    """REINFORCE with a baseline and a KL penalty to a reference (SFT) policy.
+
+    Args:
+        log_probs: ``[B, T]`` log-probabilities of the sampled tokens under the current policy.
+        ref_log_probs: ``[B, T]`` the same under the reference policy (no gradient flows).
+        advantages: ``[B]`` per dialogue (broadcast over its tokens) or ``[B, T]`` per token.
+        mask: ``[B, T]``, 1 on the agent's own tokens (user tokens never enter the loss).
+        kl_coef: weight of the KL penalty, ``>= 0``.
+    """
+    if kl_coef < 0:
+        raise ValueError(f"kl_coef must be >= 0; got {kl_coef}")
+    adv = advantages[:, None] if advantages.dim() == 1 else advantages
+    pg = _reduce(-(adv.detach() * log_probs), mask, "token")
+    r = ref_log_probs.detach() - log_probs
+    kl = _reduce(torch.exp(r) - 1 - r, mask, "token")
+    return PolicyGradientLoss(total=pg + kl_coef * kl, pg=pg, kl=kl)

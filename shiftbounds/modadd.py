@@ -1,0 +1,290 @@
+"""Modular addition with a noisy teacher: the paper's synthetic distillation task (THEORY.md §5).
+
+A prompt is ``m`` residues ``x_1..x_m`` modulo ``p``; the chain of thought is the running sums
+``s_i = (s_{i-1} + x_i) mod p`` and the final answer is ``s_m``. Sequences are
+``[x_1 .. x_m, SEP, s_1 .. s_m]`` (vocabulary: residues ``0..p-1`` and ``SEP = p``); the logits at
+position ``m + i - 1`` predict ``s_i``.
+
+* The **clean teacher** is a :class:`~shiftbounds.nn.transformer.Transformer` trained from scratch
+  to continue *consistently* from any prefix it is given: trained on chains whose earlier steps are
+  randomly corrupted, with target ``(previous chain token + x_i) mod p``.
+* The **noisy teacher** follows one of two documented laws: ``"mixture"`` (the default of the
+  paper's public code) — at every reasoning token ``(1 - eta)`` clean ``+ eta`` uniform over
+  residues, continuing consistently from the given prefix; ``"absorbing"`` — once the prefix holds
+  an error (its own, or in a student prefix it is asked to continue) the output is uniform.
+* Students (same architecture) are trained with the learners of :mod:`shiftbounds.imitation`:
+  ``bc`` (LogLossBC on noisy-teacher samples), ``opd-F/R`` (student sampled at temperature 1,
+  divergence to the noisy teacher at its prefixes), ``nail-F/R/Mixed`` (student decoded greedily,
+  as deployed). Losses come from :mod:`shiftbounds.losses`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from shiftbounds.losses import distillation_loss, nll, noised_log_probs
+from shiftbounds.nn.generate import generate, sample_tokens
+from shiftbounds.nn.transformer import Transformer, TransformerConfig
+
+LAWS = ("mixture", "absorbing")
+METHODS = ("bc", "opd-F", "opd-R", "nail-F", "nail-R", "nail-Mixed")
+
+
+@dataclass(frozen=True)
+class ModAddTask:
+    """``p`` (modulus) and ``m`` (residues per prompt = chain length)."""
+
+    p: int = 7
+    m: int = 8
+
+    def __post_init__(self) -> None:
+        if self.p < 2 or self.m < 1:
+            raise ValueError(f"need p >= 2 and m >= 1; got p={self.p}, m={self.m}")
+
+    @property
+    def sep(self) -> int:
+        return self.p
+
+    @property
+    def vocab_size(self) -> int:
+        return self.p + 1
+
+    @property
+    def seq_len(self) -> int:
+        return 2 * self.m + 1
+
+    def model_config(self, d_model: int = 64, n_layer: int = 2, n_head: int = 4) -> TransformerConfig:
+        """A transformer shape for this task."""
+        return TransformerConfig(vocab_size=self.vocab_size, max_len=self.seq_len, n_layer=n_layer,
+                                 n_head=n_head, d_model=d_model)
+
+
+def sample_prompts(task: ModAddTask, n: int, generator: torch.Generator, device: str | torch.device = "cpu") -> torch.Tensor:
+    """``[n, m]`` uniform residues (drawn with a CPU generator, then moved to ``device``)."""
+    return torch.randint(task.p, (n, task.m), generator=generator).to(device)
+
+
+def running_sums(task: ModAddTask, prompts: torch.Tensor) -> torch.Tensor:
+    """``[n, m]``: ``s_i = (x_1 + ... + x_i) mod p``."""
+    return torch.cumsum(prompts, dim=1) % task.p
+
+
+def with_chain(task: ModAddTask, prompts: torch.Tensor, chain: torch.Tensor) -> torch.Tensor:
+    """``[n, 2m+1]`` sequences ``prompt, SEP, chain``."""
+    sep = torch.full((prompts.shape[0], 1), task.sep, dtype=prompts.dtype, device=prompts.device)
+    return torch.cat([prompts, sep, chain], dim=1)
+
+
+def chain_logits(task: ModAddTask, model: Transformer, seqs: torch.Tensor) -> torch.Tensor:
+    """Logits over residues for every chain step, ``[n, m, p]``, from one forward pass (teacher forcing)."""
+    logits, _ = model(seqs[:, :-1])
+    return logits[:, task.m:, : task.p]
+
+
+def consistent_targets(task: ModAddTask, seqs: torch.Tensor) -> torch.Tensor:
+    """``[n, m]``: the consistent continuation ``(previous chain token + x_i) mod p`` at each step
+    (``x_1`` at the first), whatever the chain so far."""
+    prompts, chain = seqs[:, : task.m], seqs[:, task.m + 1:]
+    prev = torch.cat([torch.zeros_like(chain[:, :1]), chain[:, :-1]], dim=1)
+    return (prev + prompts) % task.p
+
+
+def prefix_has_error(task: ModAddTask, seqs: torch.Tensor) -> torch.Tensor:
+    """``[n, m]`` bool: the chain *before* step ``i`` differs from the true running sums."""
+    wrong = seqs[:, task.m + 1:] != running_sums(task, seqs[:, : task.m])
+    before = torch.cumsum(wrong.int(), dim=1) - wrong.int()
+    return before > 0
+
+
+def noisy_teacher_log_probs(task: ModAddTask, clean_log_probs: torch.Tensor, seqs: torch.Tensor,
+                            eta: float, law: str) -> torch.Tensor:
+    """The noisy teacher's log-probabilities ``[n, m, p]`` at every chain step of ``seqs``."""
+    if law not in LAWS:
+        raise ValueError(f"law must be one of {LAWS}; got {law!r}")
+    mixed = noised_log_probs(clean_log_probs, eta)  # log((1-eta) p_clean + eta / p)
+    if law == "mixture":
+        return mixed
+    uniform = torch.full_like(mixed, -torch.log(torch.tensor(float(task.p))).item())
+    return torch.where(prefix_has_error(task, seqs)[..., None], uniform, mixed)
+
+
+# ----------------------------------------------------------------------------- teacher
+@dataclass(frozen=True)
+class TeacherConfig:
+    """Training of the clean teacher: ``steps`` of batch ``batch`` at learning rate ``lr`` on chains
+    whose tokens are corrupted with probability ``corrupt``."""
+
+    steps: int = 1500
+    batch: int = 128
+    lr: float = 3e-3
+    corrupt: float = 0.3
+    d_model: int = 64
+    n_layer: int = 2
+
+
+def train_teacher(task: ModAddTask, cfg: TeacherConfig, generator: torch.Generator, progress=None,
+                  device: str | torch.device = "cpu") -> Transformer:
+    """Train the clean, consistently continuing teacher from scratch."""
+    model = Transformer(task.model_config(cfg.d_model, cfg.n_layer)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
+    for step in range(cfg.steps):
+        prompts = sample_prompts(task, cfg.batch, generator)
+        chain = running_sums(task, prompts)
+        noise = torch.randint(task.p, chain.shape, generator=generator)
+        flip = torch.rand(chain.shape, generator=generator) < cfg.corrupt
+        seqs = with_chain(task, prompts, torch.where(flip, noise, chain)).to(device)
+        lr = cfg.lr * min(1.0, (step + 1) / 100) * (0.1 + 0.9 * (1 - step / cfg.steps))  # warm-up, linear decay
+        for g in opt.param_groups:
+            g["lr"] = lr
+        loss = nll(chain_logits(task, model, seqs), consistent_targets(task, seqs))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        if progress is not None:
+            progress(step, loss.item())
+    return model.eval()
+
+
+@torch.no_grad()
+def teacher_accuracy(task: ModAddTask, teacher: Transformer, n: int, generator: torch.Generator,
+                     corrupt: float = 0.3) -> float:
+    """Share of chain steps where the teacher's argmax is the consistent continuation."""
+    prompts = sample_prompts(task, n, generator)
+    chain = running_sums(task, prompts)
+    flip = torch.rand(chain.shape, generator=generator) < corrupt
+    seqs = with_chain(task, prompts, torch.where(flip, torch.randint(task.p, chain.shape, generator=generator), chain))
+    seqs = seqs.to(next(teacher.parameters()).device)
+    pred = chain_logits(task, teacher, seqs).argmax(-1)
+    return float((pred == consistent_targets(task, seqs)).float().mean())
+
+
+@torch.no_grad()
+def sample_noisy_teacher(task: ModAddTask, teacher: Transformer, prompts: torch.Tensor, eta: float, law: str,
+                         generator: torch.Generator) -> torch.Tensor:
+    """Chains sampled from the noisy teacher itself (its own prefix at every step): ``[n, m]``."""
+    sums = running_sums(task, prompts)
+    in_error = torch.zeros(prompts.shape[0], dtype=torch.bool, device=prompts.device)
+    uniform = -float(torch.log(torch.tensor(float(task.p))))
+    # sample step by step so that the absorbing law sees the errors made so far
+    seqs = torch.cat([prompts, torch.full((prompts.shape[0], 1), task.sep, device=prompts.device)], dim=1)
+    logits, cache = teacher(seqs)
+    nxt = logits[:, -1]
+    chain = []
+    for i in range(task.m):
+        logp = noised_log_probs(nxt[:, : task.p], eta)
+        if law == "absorbing":
+            logp = torch.where(in_error[:, None], torch.full_like(logp, uniform), logp)
+        tok = sample_tokens(logp, 1.0, generator)
+        chain.append(tok)
+        in_error = in_error | (tok != sums[:, i])
+        logits, cache = teacher(tok[:, None], cache)
+        nxt = logits[:, -1]
+    return torch.stack(chain, 1)
+
+
+# ----------------------------------------------------------------------------- students
+@dataclass(frozen=True)
+class StudentConfig:
+    """Training budget and options of a student (identical across methods).
+
+    Attributes:
+        method: one of :data:`METHODS`.
+        eta: teacher noise.
+        law: noisy-teacher law, one of :data:`LAWS`.
+        steps, batch, lr: optimisation budget (``steps * batch`` teacher-labelled chains for every method).
+        mixed_beta: ``beta`` of NAIL-Mixed.
+        noised_student: fit ``(1 - eta) pi_hat + eta nu`` to the teacher (known-noise form).
+    """
+
+    method: str = "nail-F"
+    eta: float = 0.1
+    law: str = "mixture"
+    steps: int = 600
+    batch: int = 64
+    lr: float = 3e-3
+    mixed_beta: float = 0.5
+    noised_student: bool = False
+    d_model: int = 64
+    n_layer: int = 2
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}; got {self.method!r}")
+        if self.law not in LAWS:
+            raise ValueError(f"law must be one of {LAWS}; got {self.law!r}")
+        if not 0 <= self.eta < 1:
+            raise ValueError(f"eta must lie in [0, 1); got {self.eta}")
+        if self.steps < 1 or self.batch < 1 or self.lr <= 0:
+            raise ValueError(f"need steps >= 1, batch >= 1, lr > 0; got {self.steps}, {self.batch}, {self.lr}")
+
+
+def student_step_loss(task: ModAddTask, cfg: StudentConfig, student: Transformer, teacher: Transformer,
+                      prompts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """One batch's loss for ``cfg.method`` (the algorithmic core; see the module docstring)."""
+    if cfg.method == "bc":
+        chain = sample_noisy_teacher(task, teacher, prompts, cfg.eta, cfg.law, generator)
+        return nll(chain_logits(task, student, with_chain(task, prompts, chain)), chain)
+    temperature = 1.0 if cfg.method.startswith("opd") else 0.0  # OPD: as sampled; NAIL: as deployed
+    student.eval()
+    with torch.no_grad():
+        prefix = torch.cat([prompts, torch.full((prompts.shape[0], 1), task.sep, device=prompts.device)], dim=1)
+        gen = generate(student, prefix, task.m, temperature, generator,
+                       logits_hook=lambda _step, logits: logits[:, : task.p])
+        seqs = with_chain(task, prompts, gen.tokens)
+        teacher_logp = noisy_teacher_log_probs(task, torch.log_softmax(chain_logits(task, teacher, seqs), -1),
+                                               seqs, cfg.eta, cfg.law)
+    student.train()
+    logits = chain_logits(task, student, seqs)
+    student_logp = noised_log_probs(logits, cfg.eta) if cfg.noised_student else torch.log_softmax(logits, -1)
+    divergence = {"F": "forward", "R": "reverse", "Mixed": "mixed"}[cfg.method.split("-")[1]]
+    return distillation_loss(teacher_logp, student_logp, divergence, beta=cfg.mixed_beta)
+
+
+@dataclass(frozen=True)
+class ModAddEval:
+    """Greedy-decoding accuracy on held-out prompts.
+
+    Attributes:
+        chain_exact: share of prompts whose whole chain is right.
+        answer_exact: share whose final answer ``s_m`` is right.
+        per_position: accuracy of each chain step, ``[m]``.
+    """
+
+    chain_exact: float
+    answer_exact: float
+    per_position: list = field(default_factory=list)
+
+
+@torch.no_grad()
+def evaluate(task: ModAddTask, model: Transformer, prompts: torch.Tensor) -> ModAddEval:
+    """Greedy decoding (with the cache) on ``prompts``."""
+    model.eval()
+    prompts = prompts.to(next(model.parameters()).device)
+    prefix = torch.cat([prompts, torch.full((prompts.shape[0], 1), task.sep, device=prompts.device)], dim=1)
+    chain = generate(model, prefix, task.m, 0.0, logits_hook=lambda _s, lg: lg[:, : task.p]).tokens
+    right = chain == running_sums(task, prompts)
+    return ModAddEval(float(right.all(1).float().mean()), float(right[:, -1].float().mean()),
+                      right.float().mean(0).tolist())
+
+
+def train_student(task: ModAddTask, cfg: StudentConfig, teacher: Transformer, generator: torch.Generator,
+                  progress=None) -> Transformer:
+    """Train a student from scratch with ``cfg`` on the teacher's device; ``progress(step, loss)``
+    is called every step."""
+    device = next(teacher.parameters()).device
+    student = Transformer(task.model_config(cfg.d_model, cfg.n_layer)).to(device)
+    opt = torch.optim.AdamW(student.parameters(), lr=cfg.lr, weight_decay=0.0)
+    for step in range(cfg.steps):
+        for g in opt.param_groups:
+            g["lr"] = cfg.lr * min(1.0, (step + 1) / 50)
+        prompts = sample_prompts(task, cfg.batch, generator, device)
+        loss = student_step_loss(task, cfg, student, teacher, prompts, generator)
+        opt.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
+        opt.step()
+        if progress is not None:
+            progress(step, loss.item())
+    return student.eval()

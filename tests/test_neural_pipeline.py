@@ -1,0 +1,161 @@
+"""The neural view: tokens, rollouts, stages, the exact-vs-neural agreement, and the entry point."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from experiments import full_pipeline as fp
+from shiftbounds.dialogue import measures as M
+from shiftbounds.dialogue.exact import make_task, prepare_task, sample_logs
+from shiftbounds.dialogue.history import exact_tree
+from shiftbounds.dialogue.rollout import ExplicitUser, NeuralUser, agent_turn_logits, rollout
+from shiftbounds.dialogue.stages import ModelConfig, RLConfig, SFTConfig, sft, train_agent
+from shiftbounds.dialogue.tasks import guess_number, prompted_simulator
+from shiftbounds.dialogue.tokens import BOS, PAD, Vocab, encode
+from shiftbounds.dialogue.summary import build_space
+from shiftbounds.dialogue.agents import data_policy
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """guess_number with 3 numbers and 3 turns; an agent SFT-ed briefly on 300 logs."""
+    task = guess_number(3, horizon=3, reward_source="acceptance")
+    from shiftbounds.dialogue.exact import PreparedTask
+    from shiftbounds.dialogue.summary import success_rewards, user_mdp
+    from shiftbounds.dialogue.tasks import real_user
+
+    space = build_space(task)
+    real = real_user(task)
+    prep = PreparedTask(task, space, real, user_mdp(space, real), data_policy(space), success_rewards(space, real))
+    vocab = Vocab(task)
+    logs = sample_logs(prep, 300, rng=np.random.default_rng(0))
+    torch.manual_seed(0)
+    agent = sft(vocab, ModelConfig(32, 1).build(vocab), encode(vocab, logs), "agent", SFTConfig(60), torch.Generator().manual_seed(0))
+    return prep, vocab, agent
+
+
+def test_encoding_layout():
+    task = guess_number(3, horizon=3)
+    prep = prepare_task(task)
+    vocab = Vocab(task)
+    logs = sample_logs(prep, 20, rng=np.random.default_rng(1))
+    d = encode(vocab, logs)
+    assert d["agent_view"].shape == (20, 7) and d["user_view"].shape == (20, 8)
+    assert (d["agent_view"][:, 0] == BOS).all() and (d["user_view"][:, 1] == BOS).all()
+    assert (d["user_view"][:, 0] == d["goals"] + vocab.goal_offset).all()
+    ended = d["turn_mask"] == 0
+    assert (d["agent_view"][:, 1::2][ended] == PAD).all()
+    assert len(vocab.names()) == vocab.size
+    valid = vocab.valid_user_acts()
+    assert valid.sum(1).min() >= 2
+
+
+def test_rollout_records_exact_distributions(tiny):
+    prep, vocab, agent = tiny
+    real = ExplicitUser(prep.task, prep.real)
+    g = torch.Generator().manual_seed(0)
+    ro = rollout(vocab, agent, real, torch.randint(3, (64,), generator=g), generator=g, real=real)
+    torch.testing.assert_close(torch.softmax(agent_turn_logits(vocab, agent, ro.agent_view), -1), ro.agent_probs, atol=1e-5, rtol=0)
+    torch.testing.assert_close(ro.user_probs, ro.real_probs)
+    assert ((ro.actions < 0) == (ro.turn_mask == 0)).all()
+    # real users never accept a wrong proposal: acceptance equals the judge
+    torch.testing.assert_close(ro.accept_rewards, ro.judge_rewards)
+
+
+def _within(estimate: float, exact: float, low: float, high: float, slack: float = 1e-6) -> bool:
+    half = max(high - estimate, estimate - low)  # slack: float32 network vs float64 tree
+    return abs(estimate - exact) <= 1.5 * half + slack  # ~99.7 % for a normal 95 % interval
+
+
+def test_neural_estimates_agree_with_exact_tree(tiny):
+    """GIVEN a trained transformer agent on a task small enough to enumerate every (goal, history)
+    WHEN J_real, eps_t and delta_t are estimated from sampled dialogues THEN each 95 % CI (widened
+    to ~99.7 %) contains the exact value from the tree."""
+    prep, vocab, agent = tiny
+    real = ExplicitUser(prep.task, prep.real)
+    sim = ExplicitUser(prep.task, prompted_simulator(0.3, 0.2))
+    g = torch.Generator().manual_seed(1)
+    est = M.evaluate_agent(vocab, agent, real, 6000, g)
+    exact_J = exact_tree(vocab, prep.space, agent, real)["J"]
+    assert _within(est["J_real"], exact_J, est["J_real_low"], est["J_real_high"]), (est, exact_J)
+    logs = encode(vocab, sample_logs(prep, 4000, rng=np.random.default_rng(5)))
+    states = M.summaries(prep.space, logs["actions"], logs["acts"])
+    eps = M.eps_on_logs(vocab, agent, prep.space, prep.data_policy, logs, states)
+    exact_eps = exact_tree(vocab, prep.space, agent, real, data_policy=prep.data_policy, follow="data")["eps"]
+    for t in range(3):
+        assert _within(eps["mean"][t], exact_eps[t], eps["low"][t], eps["high"][t]), (t, eps, exact_eps)
+    ro = rollout(vocab, agent, sim, torch.randint(3, (6000,), generator=g), generator=g, real=real)
+    delta = M.simulator_errors(ro, prep.task)["delta"]
+    exact_delta = exact_tree(vocab, prep.space, agent, sim, compare_user=real)["delta"]
+    for t in range(3):
+        assert _within(delta["mean"][t], exact_delta[t], delta["low"][t], delta["high"][t]), (t, delta, exact_delta)
+
+
+def test_exact_tree_matches_summary_mdp_for_data_policy(tiny):
+    prep, vocab, agent = tiny
+    from shiftbounds.tabular import expected_return
+
+    real = ExplicitUser(prep.task, prep.real)
+    judge_mdp = prep.real_mdp  # the real user accepts only right proposals: acceptance == judge
+    tree = exact_tree(vocab, prep.space, agent, real, data_policy=prep.data_policy, follow="data")
+    assert tree["J"] == pytest.approx(float(expected_return(judge_mdp, prep.data_policy)), abs=1e-9)
+
+
+def test_train_agent_resumes_from_checkpoint(tiny, tmp_path):
+    prep, vocab, agent = tiny
+    sim = ExplicitUser(prep.task, prompted_simulator(0.3, 0.2))
+    cfg = RLConfig(steps=4, goals_per_step=4, group=2, eval_every=2)
+    ev = lambda a: {"J_real": 0.0}  # noqa: E731
+    ck = tmp_path / "rl.ckpt"
+    _, curve_a = train_agent(vocab, agent, "interactive", RLConfig(steps=2, goals_per_step=4, group=2, eval_every=2),
+                             torch.Generator().manual_seed(0), user=sim, evaluate=ev, checkpoint=ck)
+    assert [c["step"] for c in curve_a] == [0, 2]
+    _, curve_b = train_agent(vocab, agent, "interactive", cfg, torch.Generator().manual_seed(0), user=sim, evaluate=ev, checkpoint=ck)
+    assert [c["step"] for c in curve_b] == [0, 2, 4]
+    with pytest.raises(ValueError, match="Static Context RL needs logs"):
+        train_agent(vocab, agent, "static", cfg, torch.Generator())
+    with pytest.raises(ValueError, match="static_reward must be"):
+        RLConfig(static_reward="vibes")
+
+
+def test_neural_user_rollout_and_static_rl(tiny):
+    prep, vocab, agent = tiny
+    net = ModelConfig(32, 1).build(vocab)
+    ro = rollout(vocab, agent, NeuralUser(vocab, net), torch.zeros(8, dtype=torch.long), generator=torch.Generator().manual_seed(0))
+    assert torch.isfinite(ro.user_probs).all()
+    logs = encode(vocab, sample_logs(prep, 50, rng=np.random.default_rng(2)))
+    for reward in ("myopic", "one_step"):
+        a, _ = train_agent(vocab, agent, "static", RLConfig(steps=3, goals_per_step=4, group=2, static_reward=reward),
+                           torch.Generator().manual_seed(0), logs=logs)
+        assert all(torch.isfinite(p).all() for p in a.parameters())
+
+
+def test_full_pipeline_smoke_and_resume(tmp_path):
+    out = tmp_path / "fp"
+    res = fp.main(["--preset", "smoke", "--out-dir", str(out)])
+    for name in ("results.md", "results.json", "main.csv", "per_turn.csv", "curves.csv", "simulators.csv", "config.json",
+                 "learning_curves.png", "learning_curves.pdf", "per_turn_shifts.png", "sycophancy.png"):
+        assert (out / name).exists(), name
+    assert {(r["task"], r["paradigm"]) for r in res["main"]} == {(t, p) for t in ("guess_number", "booking")
+                                                                  for p in ("static", "interactive", "calibrated")}
+    log = io.StringIO()
+    cfg = fp.config_from_args(fp.PipelineConfig, fp.build_parser(fp.PipelineConfig, "", fp.PRESETS, "smoke")
+                              .parse_args(["--out-dir", str(out)]), fp.PRESETS)
+    again = fp.run(cfg, stream=log)
+    assert "(resumed)" in log.getvalue() and again["main"] == res["main"]
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--horizon", "9"], "--horizon must lie in"),
+    (["--seeds", "1"], "--seeds must be >= 2"),
+    (["--tasks", "chess"], "--tasks must name tasks"),
+    (["--group", "1"], "group >= 2"),
+])
+def test_full_pipeline_bad_options(args, match, capsys):
+    with pytest.raises(SystemExit):
+        fp.main(args)
+    assert match in capsys.readouterr().err
