@@ -373,7 +373,20 @@ def run(cfg: PipelineConfig, stream=sys.stderr) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--task" in argv:  # the real-data path: ``--task taskmaster4`` runs experiments.real_dialogue
+        i = argv.index("--task")
+        if i + 1 >= len(argv) or argv[i + 1] != "taskmaster4":
+            raise SystemExit("--task takes 'taskmaster4' (the real-data path); synthetic tasks use --tasks")
+        from experiments import real_dialogue
+
+        rest = argv[:i] + argv[i + 2:]
+        if "--preset" not in rest:
+            rest += ["--preset", "smoke"]
+        return real_dialogue.main(rest)
     parser = build_parser(PipelineConfig, __doc__, PRESETS, "default")
+    parser.add_argument("--task", choices=["taskmaster4"],
+                        help="run the real-data path (experiments.real_dialogue) instead; its own options follow")
     args = parser.parse_args(argv)
     try:
         cfg = config_from_args(PipelineConfig, args, PRESETS)

@@ -97,7 +97,8 @@ def build_tiny(spec: TinyLM, vocab_size: int, *, seed: int = 0):
     torch.manual_seed(seed)
     if spec.family == "gpt2":
         cfg = GPT2Config(vocab_size=vocab_size, n_positions=spec.max_len, n_embd=spec.d_model, n_layer=spec.n_layer,
-                         n_head=spec.n_head, bos_token_id=257, eos_token_id=258, pad_token_id=256)
+                         n_head=spec.n_head, bos_token_id=257, eos_token_id=258, pad_token_id=256,
+                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)  # no dropout: RL needs one policy
         return GPT2LMHeadModel(cfg)
     cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=spec.d_model, intermediate_size=4 * spec.d_model,
                       num_hidden_layers=spec.n_layer, num_attention_heads=spec.n_head,
@@ -136,3 +137,14 @@ def load_causal_lm(path: str | Path | None, spec: TinyLM | None = None, *, speci
     if gradient_checkpointing:
         model.gradient_checkpointing_enable()
     return model.to(device=dev, dtype=dtype), tok, dev
+
+
+def forward_with_cache(model, input_ids: torch.Tensor, cache=None):
+    """``(logits, cache)`` for ``input_ids`` after ``cache``: the key-value cache of ``transformers``
+    (the keyword is ``cache`` from version 5 on, ``past_key_values`` before)."""
+    try:
+        out = model(input_ids=input_ids, cache=cache, use_cache=True) if cache is not None else model(input_ids=input_ids, use_cache=True)
+    except TypeError:
+        out = model(input_ids=input_ids, past_key_values=cache, use_cache=True)
+    new_cache = out["cache"] if "cache" in out else out["past_key_values"]
+    return out.logits, new_cache

@@ -122,15 +122,17 @@ def order_success(goal: tuple[OrderItem, ...], ordered: list[OrderItem]) -> floa
     return float(sorted(goal, key=repr) == sorted(ordered, key=repr))
 
 
-ORDER_CALL = re.compile(r"add_order_item\s*(\{.*?\})", re.S)
+ORDER_CALL = re.compile(r"add_order_item\s*(?=\{)")
+_DECODER = json.JSONDecoder()
 
 
 def parse_orders(text: str) -> list[OrderItem]:
-    """The ``add_order_item {json}`` calls written in an agent's text."""
+    """The ``add_order_item {json}`` calls written in an agent's text (nested JSON allowed;
+    malformed calls are skipped)."""
     out = []
     for m in ORDER_CALL.finditer(text):
         try:
-            req = json.loads(m.group(1))
+            req, _ = _DECODER.raw_decode(text, m.end())
         except json.JSONDecodeError:
             continue
         if isinstance(req, dict):

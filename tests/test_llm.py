@@ -1,0 +1,132 @@
+"""The transformers path: loaders on the shared data, the judge, tokenizer, reward-model metrics,
+the distillation losses and both smoke entry points."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from shiftbounds.llm.gsm8k import METHODS, SPECIALS, NoisyTeacher, extract_final, load_gsm8k, student_loss
+from shiftbounds.llm.models import ByteTokenizer, TinyLM, load_causal_lm, resolve_device
+from shiftbounds.llm.taskmaster import (
+    OrderItem,
+    default_data_dir,
+    load_reward_labels,
+    load_tm4,
+    order_success,
+    parse_orders,
+    split_by_dialogue,
+)
+from shiftbounds.llm.training import make_batch, per_example_nll, span_nll
+from shiftbounds.utils.stats import roc_auc
+
+DATA = default_data_dir()
+needs_data = pytest.mark.skipif(not (DATA / "taskmaster4").exists(), reason="shared data not present")
+
+
+@needs_data
+def test_taskmaster_loaders_match_the_documented_counts():
+    dialogues = load_tm4()
+    assert len(dialogues) > 2500 and all(d.goal for d in dialogues)
+    assert len(load_reward_labels("taskmaster4")) == 3228
+    tm3 = load_reward_labels("taskmaster3")
+    assert len(tm3) == 3667 and sum(x.reward for x in tm3) == 573
+    with pytest.raises(ValueError, match="corpus must be"):
+        load_reward_labels("taskmaster5")
+
+
+def test_loaders_name_missing_data(tmp_path):
+    with pytest.raises(ValueError, match="no files matching 'data_\\*.json'"):
+        load_tm4(tmp_path)
+    with pytest.raises(ValueError, match="gsm8k/train.jsonl not found"):
+        load_gsm8k("train", tmp_path)
+    (tmp_path / "gsm8k").mkdir()
+    (tmp_path / "gsm8k" / "test.jsonl").write_text(json.dumps({"question": "q", "answer": "no number"}) + "\n")
+    with pytest.raises(ValueError, match="test.jsonl:1: answer has no"):
+        load_gsm8k("test", tmp_path)
+
+
+def test_judge_and_order_parsing():
+    goal = (OrderItem("mocha", 1, ("oat milk",)),)
+    text = '<api>add_order_item {"menu_item_id": "mocha-3844", "quantity": "1", "attributes": [{"option": "Oat Milk"}]}<agent>ok'
+    assert order_success(goal, parse_orders(text)) == 1.0
+    assert order_success(goal, parse_orders(text.replace("Oat", "Whole"))) == 0.0
+    assert parse_orders("add_order_item {broken") == []
+    a, b, c = split_by_dialogue(list(range(10)), rng=np.random.default_rng(0))
+    assert sorted(a + b + c) == list(range(10)) and len(a) == 6
+    with pytest.raises(ValueError, match="fractions must be"):
+        split_by_dialogue([1], (0.5, 0.6, 0.1), rng=np.random.default_rng(0))
+
+
+def test_byte_tokenizer_roundtrip_and_specials():
+    tok = ByteTokenizer(("<user>", "<agent>"))
+    ids = tok.encode("<user>café 12<agent>ok")
+    assert ids[0] == tok.special["<user>"] and tok.decode(ids) == "<user>café 12<agent>ok"
+    assert tok.vocab_size == 261
+
+
+def test_models_device_and_bad_path(tmp_path):
+    assert resolve_device("cpu") == (torch.device("cpu"), torch.float32)
+    with pytest.raises(ValueError, match="holds no transformers model"):
+        load_causal_lm(tmp_path)
+    with pytest.raises(ValueError, match="family must be"):
+        TinyLM("bert")
+
+
+def test_span_batch_masks_only_targets():
+    tok = ByteTokenizer()
+    b = make_batch(tok, [("ab", "cd"), ("x", "yz!")], max_len=16)
+    assert b.target_mask.sum(1).tolist() == [3.0, 4.0]  # target bytes + end of text
+    model, _, _ = load_causal_lm(None, TinyLM("llama", 16, 1, 2, 32))
+    loss = span_nll(model, b)
+    per = per_example_nll(model, b)
+    assert torch.isfinite(loss) and per.shape == (2,)
+
+
+def test_roc_auc():
+    assert roc_auc(np.array([0.1, 0.9, 0.8, 0.2]), np.array([0, 1, 1, 0])) == 1.0
+    assert roc_auc(np.array([1.0, 1.0]), np.array([0, 1])) == 0.5
+    with pytest.raises(ValueError, match="both classes"):
+        roc_auc(np.array([1.0]), np.array([1]))
+
+
+def test_gsm8k_answers_and_every_method_loss():
+    assert extract_final("so 3+4=7\n#### 1,234") == "1234"
+    assert extract_final("no answer") is None
+    from shiftbounds.llm.gsm8k import Problem
+
+    probs = [Problem("What is 1+1?", "1+1=2\n#### 2", "2")] * 2
+    student, tok, _ = load_causal_lm(None, TinyLM("gpt2", 16, 1, 2, 256), special_tokens=SPECIALS)
+    teacher, _, _ = load_causal_lm(None, TinyLM("gpt2", 16, 1, 2, 256), special_tokens=SPECIALS, seed=1)
+    teacher.eval()
+    for m in METHODS:
+        loss = student_loss(m, student, teacher, tok, probs, NoisyTeacher(2.0, 0.1), 6, torch.Generator().manual_seed(0))
+        assert torch.isfinite(loss), m
+        loss.backward()
+    with pytest.raises(ValueError, match="temperature > 0"):
+        NoisyTeacher(0.0)
+
+
+@needs_data
+def test_gsm8k_smoke_entry_point(tmp_path):
+    from experiments import gsm8k_distill
+
+    res = gsm8k_distill.main(["--preset", "smoke", "--out-dir", str(tmp_path / "g"), "--methods", "bc,nail-F", "--etas", "0.2"])
+    assert {r["method"] for r in res["rows"]} == {"bc", "nail-F"}
+    assert (tmp_path / "g" / "results.md").exists() and (tmp_path / "g" / "config.json").exists()
+
+
+@needs_data
+def test_real_dialogue_smoke_entry_point(tmp_path):
+    from experiments import full_pipeline
+
+    res = full_pipeline.main(["--task", "taskmaster4", "--out-dir", str(tmp_path / "r")])
+    assert set(res["paradigms"]) == {"static", "interactive", "calibrated"}
+    for corpus in ("taskmaster4", "taskmaster3"):
+        assert 0.0 <= res["reward_models"][corpus]["accuracy"] <= 1.0
+    assert "held-out split" in res["note"]
+    assert (tmp_path / "r" / "results.md").exists()
