@@ -29,7 +29,7 @@ import numpy as np
 from shiftbounds import constructions as C
 from shiftbounds.shift import policy_shift, simulator_shift
 from shiftbounds.tabular import mixture_policy
-from shiftbounds.utils.cli import build_parser, config_from_args
+from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import atomic_write_text, markdown_table, write_csv, write_json
 from shiftbounds.utils.plotting import new_figure, save_figure, series_style
 from shiftbounds.utils.progress import Progress
@@ -200,12 +200,7 @@ def plot(results: dict, stem: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = build_parser(BoundCheckConfig, __doc__, PRESETS, "default")
-    args = parser.parse_args(argv)
-    try:
-        cfg = config_from_args(BoundCheckConfig, args, PRESETS)
-    except ValueError as exc:
-        parser.error(str(exc))
+    cfg = parse_config(BoundCheckConfig, __doc__, PRESETS, "default", argv)
     results = run(cfg)
     print(f"\nper-turn error eps = {cfg.eps:.3g}; slopes of log|gap| on log H (95% bootstrap CI):")
     for s in results["slopes"]:

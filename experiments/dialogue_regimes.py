@@ -42,7 +42,7 @@ from shiftbounds.dialogue.exact import (
 )
 from shiftbounds.dialogue.plots import plot_per_turn, plot_regime_map, plot_sycophancy
 from shiftbounds.dialogue.tasks import REWARD_SOURCES, TASKS, prompted_simulator, real_user
-from shiftbounds.utils.cli import build_parser, config_from_args
+from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import atomic_write_text, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.stats import mean_ci
@@ -276,12 +276,7 @@ def run(cfg: RegimeConfig, stream=sys.stderr) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = build_parser(RegimeConfig, __doc__, PRESETS, "default")
-    args = parser.parse_args(argv)
-    try:
-        cfg = config_from_args(RegimeConfig, args, PRESETS)
-    except ValueError as exc:
-        parser.error(str(exc))
+    cfg = parse_config(RegimeConfig, __doc__, PRESETS, "default", argv)
     results = run(cfg)
     print((Path(cfg.out_dir) / "results.md").read_text())
     print(f"wrote {cfg.out_dir}/results.md, main.csv, per_turn.csv, regimes.csv, results.json and figures")

@@ -25,7 +25,6 @@ saved under ``<task>/seed<k>/`` and skipped on a rerun; RL resumes from its last
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from dataclasses import asdict, dataclass, field
@@ -199,19 +198,22 @@ def run_task_seed(cfg: PipelineConfig, task_name: str, k: int, prog: Progress) -
     # ------------------------------------------------------------------ 5. measurements
     mgen = _gen(cfg, tid, k, 20)
     rng = np.random.default_rng([cfg.seed, tid, k, 21])
-    held_states = M.summaries(prep.space, held["actions"], held["acts"])
+    # d^{pi_data}: a fresh sample of n_eval logging dialogues (the held-out logs are few, and a
+    # plug-in TV is biased upwards by about sqrt(contexts / n))
+    ref = encode(vocab, sample_logs(prep, cfg.n_eval, rng=np.random.default_rng([cfg.seed, tid, k, 22])))
+    ref_states = M.summaries(prep.space, ref["actions"], ref["acts"])
     out = {"task": task_name, "seed": k, "paradigms": {}, "simulators": {}}
     for paradigm, agent in agents.items():
         train_user = users[paradigm] or real
         ev = M.evaluate_agent(vocab, agent, real, cfg.n_eval, mgen, users[paradigm])
-        eps = M.eps_on_logs(vocab, agent, prep.space, prep.data_policy, held, held_states)
+        eps = M.eps_on_logs(vocab, agent, prep.space, prep.data_policy, ref, ref_states)
         goals = torch.randint(task.n_goals, (cfg.n_eval,), generator=mgen)
         ro_real = rollout(vocab, agent, real, goals, generator=mgen)
         ro_sim = rollout(vocab, agent, train_user, goals, generator=mgen, real=real)
         s_real = M.summaries(prep.space, ro_real.actions, ro_real.acts)
         s_sim = M.summaries(prep.space, ro_sim.actions, ro_sim.acts)
         res = {**ev, "eps": eps, "B_eps": compounding(np.array(eps["mean"])).tolist(),
-               "Delta": M.plugin_tv(s_real, held_states, prep.space.n_states, rng), "curve": curves[paradigm]}
+               "Delta": M.plugin_tv(s_real, ref_states, prep.space.n_states, rng), "curve": curves[paradigm]}
         if users[paradigm] is not None:
             errs = M.simulator_errors(ro_sim, task)
             res.update({"delta": errs["delta"], "rho": errs["rho"],

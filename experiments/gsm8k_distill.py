@@ -18,7 +18,6 @@ bf16, batch 16 prompts, 384 new tokens, 500 steps per method; expected memory be
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -30,7 +29,7 @@ from shiftbounds.llm.distributed import init_from_env, shard, wrap
 from shiftbounds.llm.gsm8k import METHODS, SPECIALS, NoisyTeacher, exact_match, load_gsm8k, prompt_text, student_loss
 from shiftbounds.llm.models import TinyLM, load_causal_lm
 from shiftbounds.llm.training import fit, make_batch, span_nll
-from shiftbounds.utils.cli import build_parser, config_from_args
+from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import atomic_write_text, markdown_table, read_json, write_json
 from shiftbounds.utils.progress import Progress
 
@@ -137,12 +136,7 @@ def run(cfg: GSM8KConfig, stream=sys.stderr) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = build_parser(GSM8KConfig, __doc__, {"default": {}, **PRESETS}, "smoke")
-    args = parser.parse_args(argv)
-    try:
-        cfg = config_from_args(GSM8KConfig, args, {"default": {}, **PRESETS})
-    except ValueError as exc:
-        parser.error(str(exc))
+    cfg = parse_config(GSM8KConfig, __doc__, {"default": {}, **PRESETS}, "smoke", argv)
     results = run(cfg)
     print(markdown_table(results["rows"]))
     return results

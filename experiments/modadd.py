@@ -37,7 +37,7 @@ from shiftbounds.modadd import (
     train_teacher,
 )
 from shiftbounds.nn.transformer import load_model, save_model
-from shiftbounds.utils.cli import build_parser, config_from_args
+from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import atomic_write_text, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.plotting import new_figure, save_figure, series_style
 from shiftbounds.utils.progress import Progress
@@ -185,12 +185,7 @@ def plot(results: dict, stem: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = build_parser(ModAddConfig, __doc__, PRESETS, "default")
-    args = parser.parse_args(argv)
-    try:
-        cfg = config_from_args(ModAddConfig, args, PRESETS)
-    except ValueError as exc:
-        parser.error(str(exc))
+    cfg = parse_config(ModAddConfig, __doc__, PRESETS, "default", argv)
     results = run(cfg)
     print(markdown_table(results["rows"]))
     print(f"wrote {cfg.out_dir}/results.md, runs.csv, results.json, modadd.png/pdf")

@@ -33,7 +33,7 @@ from shiftbounds.imitation import (
     sample_complexity,
 )
 from shiftbounds.tabular import expected_return, uniform_policy
-from shiftbounds.utils.cli import build_parser, config_from_args
+from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import atomic_write_text, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.plotting import new_figure, save_figure, series_style
 from shiftbounds.utils.progress import Progress
@@ -223,12 +223,7 @@ def plot(results: dict, stem: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = build_parser(NoisyExpertConfig, __doc__, PRESETS, "default")
-    args = parser.parse_args(argv)
-    try:
-        cfg = config_from_args(NoisyExpertConfig, args, PRESETS)
-    except ValueError as exc:
-        parser.error(str(exc))
+    cfg = parse_config(NoisyExpertConfig, __doc__, PRESETS, "default", argv)
     results = run(cfg)
     print(markdown_table(results["slopes"]))
     print(f"wrote {cfg.out_dir}/results.md, sample_complexity.csv, growth.csv, results.json, noisy_expert.png/pdf")

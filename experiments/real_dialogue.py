@@ -49,7 +49,7 @@ from shiftbounds.llm.taskmaster import (
     user_turn_examples,
 )
 from shiftbounds.llm.training import RewardModel, fit, make_batch, per_example_nll, span_nll
-from shiftbounds.utils.cli import build_parser, config_from_args
+from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import atomic_write_text, markdown_table, read_json, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.stats import mean_ci, roc_auc
@@ -319,13 +319,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    presets = {"default": {}, **PRESETS}
-    parser = build_parser(RealDialogueConfig, __doc__, presets, "smoke")
-    args = parser.parse_args(argv)
-    try:
-        cfg = config_from_args(RealDialogueConfig, args, presets)
-    except ValueError as exc:
-        parser.error(str(exc))
+    cfg = parse_config(RealDialogueConfig, __doc__, {"default": {}, **PRESETS}, "smoke", argv)
     results = run(cfg)
     print(Path(cfg.out_dir, "results.md").read_text() if Path(cfg.out_dir, "results.md").exists() else results)
     return results

@@ -37,9 +37,43 @@ def _dialogue(results: Path, out: Path, smoke: bool) -> list[Path]:
             + plot_sycophancy(r, out / "fig_dialogue_sycophancy"))
 
 
+def _noisy_expert(results: Path, out: Path, smoke: bool) -> list[Path]:
+    from experiments import noisy_expert
+
+    folder = results / ("noisy_expert_smoke" if smoke else "noisy_expert")
+    if not (folder / "results.json").exists():
+        noisy_expert.main(["--out-dir", str(folder)] + (["--preset", "smoke"] if smoke else []))
+    return noisy_expert.plot(read_json(folder / "results.json"), out / "fig_noisy_expert")
+
+
+def _modadd(results: Path, out: Path, smoke: bool) -> list[Path]:
+    from experiments import modadd
+
+    folder = results / ("modadd_smoke" if smoke else "modadd")
+    if not (folder / "results.json").exists():
+        modadd.main(["--out-dir", str(folder)] + (["--preset", "smoke"] if smoke else []))
+    return modadd.plot(read_json(folder / "results.json"), out / "fig_modadd")
+
+
+def _full_pipeline(results: Path, out: Path, smoke: bool) -> list[Path]:
+    from experiments import full_pipeline as fp
+
+    folder = results / "full_pipeline" / ("smoke" if smoke else "default")
+    if not (folder / "results.json").exists():
+        fp.main(["--out-dir", str(folder)] + (["--preset", "smoke"] if smoke else []))
+    r = read_json(folder / "results.json")
+    cfg = fp.PipelineConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in r["config"].items()})
+    _, per_turn, curves, sims = fp.summarise(cfg, r["runs"])
+    return (fp.plot_curves(curves, cfg, out / "fig_pipeline_learning_curves") + fp.plot_shifts(per_turn, cfg, out / "fig_pipeline_shifts")
+            + fp.plot_sycophancy(sims, cfg, out / "fig_pipeline_sycophancy"))
+
+
 FIGURES: dict[str, Callable[[Path, Path, bool], list[Path]]] = {
     "bound_check": _bound_check,
     "dialogue": _dialogue,
+    "noisy_expert": _noisy_expert,
+    "modadd": _modadd,
+    "full_pipeline": _full_pipeline,
 }
 
 

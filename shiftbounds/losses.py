@@ -20,7 +20,6 @@ import math
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 
 REDUCTIONS = ("token", "sum")
 

@@ -10,7 +10,7 @@ import pytest
 from shiftbounds.dialogue.agents import behaviour_cloning, data_policy
 from shiftbounds.dialogue.calibration import fit_count_model, fit_shared_model
 from shiftbounds.dialogue.exact import logged_paradigms, make_task, prepare_task, prompted_paradigm, sample_logs
-from shiftbounds.dialogue.logs import judge_reward, read_jsonl, sample_dialogues, split, write_jsonl
+from shiftbounds.dialogue.logs import judge_reward, read_jsonl, split, write_jsonl
 from shiftbounds.dialogue.paradigms import logged_contexts, static_context_rl
 from shiftbounds.dialogue.summary import DONE, build_space, next_state, posterior, success_rewards, user_mdp
 from shiftbounds.dialogue.tasks import (

@@ -35,8 +35,8 @@ def test_lock_exact_reach_probabilities_and_return(H, A, eta):
 def test_fit_noised_maximises_the_mixture_likelihood():
     rng = np.random.default_rng(0)
     for _ in range(20):
-        A = int(rng.integers(2, 6))
-        counts = rng.integers(0, 10, size=A).astype(float)
+        n_actions = int(rng.integers(2, 6))
+        counts = rng.integers(0, 10, size=n_actions).astype(float)
         eta = float(rng.uniform(0.05, 0.8))
         q = fit_noised(counts, eta, smoothing=0.1)
         p = fit_plain(counts, 0.1)
@@ -44,7 +44,7 @@ def test_fit_noised_maximises_the_mixture_likelihood():
         def neg_ll(z):
             w = np.exp(z - z.max())
             w /= w.sum()
-            return -(p * np.log((1 - eta) * w + eta / A)).sum()
+            return -(p * np.log((1 - eta) * w + eta / n_actions)).sum()
 
         best = minimize(neg_ll, np.log(p + 1e-3), method="Nelder-Mead", options={"xatol": 1e-10, "fatol": 1e-14, "maxiter": 20000})
         assert neg_ll(np.log(np.maximum(q, 1e-300))) <= best.fun + 1e-7
@@ -57,7 +57,7 @@ def test_fit_noised_maximises_the_mixture_likelihood():
 def test_noised_student_removes_noise_from_rollouts():
     """The plain fit of labels of (1-eta) pi* + eta nu is the noisy expert itself; the noised fit
     is (much closer to) the clean expert."""
-    eta, A = 0.3, 4
+    eta = 0.3
     counts = np.array([775.0, 75.0, 75.0, 75.0])  # labels in the noisy expert's proportions
     assert fit_plain(counts, 1e-9)[0] == pytest.approx(0.775, abs=1e-6)
     assert fit_noised(counts, eta, 1e-9)[0] == pytest.approx(1.0, abs=1e-6)

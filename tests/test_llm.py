@@ -4,7 +4,6 @@ the distillation losses and both smoke entry points."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest

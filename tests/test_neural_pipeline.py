@@ -10,7 +10,7 @@ import torch
 
 from experiments import full_pipeline as fp
 from shiftbounds.dialogue import measures as M
-from shiftbounds.dialogue.exact import make_task, prepare_task, sample_logs
+from shiftbounds.dialogue.exact import prepare_task, sample_logs
 from shiftbounds.dialogue.history import exact_tree
 from shiftbounds.dialogue.rollout import ExplicitUser, NeuralUser, agent_turn_logits, rollout
 from shiftbounds.dialogue.stages import ModelConfig, RLConfig, SFTConfig, sft, train_agent
@@ -143,8 +143,7 @@ def test_full_pipeline_smoke_and_resume(tmp_path):
     assert {(r["task"], r["paradigm"]) for r in res["main"]} == {(t, p) for t in ("guess_number", "booking")
                                                                   for p in ("static", "interactive", "calibrated")}
     log = io.StringIO()
-    cfg = fp.config_from_args(fp.PipelineConfig, fp.build_parser(fp.PipelineConfig, "", fp.PRESETS, "smoke")
-                              .parse_args(["--out-dir", str(out)]), fp.PRESETS)
+    cfg = fp.parse_config(fp.PipelineConfig, "", fp.PRESETS, "smoke", ["--out-dir", str(out)])
     again = fp.run(cfg, stream=log)
     assert "(resumed)" in log.getvalue() and again["main"] == res["main"]
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shiftbounds.dialogue.summary import DONE, SummarySpace, next_state
+from shiftbounds.dialogue.summary import SummarySpace, next_state
 from shiftbounds.dialogue.tasks import HiddenGoalTask, UserModel, user_acts
 from shiftbounds.utils.io import atomic_write_text
 

@@ -23,7 +23,7 @@ probability ``leak``, and rarely asks for clarification.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 

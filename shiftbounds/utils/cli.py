@@ -75,3 +75,15 @@ def config_from_args(cls: type[C], args: argparse.Namespace, presets: Mapping[st
         if v is not None:
             values[f.name] = v
     return cls(**values)
+
+
+def parse_config(cls: type[C], description: str, presets: Mapping[str, Mapping[str, Any]], default_preset: str,
+                 argv: list[str] | None = None) -> C:
+    """Parse ``argv`` into a validated config; a bad option exits with the config's own message
+    (which names the option), as ``argparse`` does for a malformed value."""
+    parser = build_parser(cls, description, presets, default_preset)
+    args = parser.parse_args(argv)
+    try:
+        return config_from_args(cls, args, presets)
+    except ValueError as exc:
+        parser.error(str(exc))
