@@ -157,11 +157,15 @@ def run_task_seed(cfg: PipelineConfig, task_name: str, k: int, prog: Progress) -
     train_logs, held_logs = split(read_jsonl(logs_path, prep.space), cfg.held_out, rng=np.random.default_rng([cfg.seed, tid, k, 2]))
     train, held = encode(vocab, train_logs), encode(vocab, held_logs)
 
+    stage_seconds: dict[str, float] = {}
+
     def stage_model(name: str, make):
         path = folder / f"{name}.pt"
         if path.exists():
             return load_model(path).eval()
+        t0 = time.perf_counter()
         net = make()
+        stage_seconds[name] = time.perf_counter() - t0
         save_model(net, path)
         return net
 
@@ -189,13 +193,16 @@ def run_task_seed(cfg: PipelineConfig, task_name: str, k: int, prog: Progress) -
             prog.update(1, note=f"{task_name} seed={k} {paradigm} (resumed)")
             continue
         evaluate = (lambda a, u=train_user: M.evaluate_agent(vocab, a, real, cfg.n_curve, eval_gen, u))
+        t0 = time.perf_counter()
         agent, curve = train_agent(vocab, sft_agent, paradigm, cfg.rl_config(), _gen(cfg, tid, k, 10 + p_idx),
                                    logs=train, user=train_user, evaluate=evaluate, checkpoint=folder / f"rl_{paradigm}.ckpt")
+        stage_seconds[f"rl_{paradigm}"] = time.perf_counter() - t0
         save_model(agent, path)
         write_json(curve_path, curve)
         agents[paradigm], curves[paradigm] = agent, curve
         prog.update(1, note=f"{task_name} seed={k} RL {paradigm}")
     # ------------------------------------------------------------------ 5. measurements
+    t_measure = time.perf_counter()
     mgen = _gen(cfg, tid, k, 20)
     rng = np.random.default_rng([cfg.seed, tid, k, 21])
     # d^{pi_data}: a fresh sample of n_eval logging dialogues (the held-out logs are few, and a
@@ -225,6 +232,8 @@ def run_task_seed(cfg: PipelineConfig, task_name: str, k: int, prog: Progress) -
     out["simulators"]["calibrated"]["discriminator_accuracy"] = discriminator_accuracy(vocab, disc, sim, held, _gen(cfg, tid, k, 22))
     out["simulators"]["prompted"]["discriminator_accuracy"] = discriminator_accuracy(
         vocab, train_discriminator(vocab, mcfg, prompted, train, SFTConfig(cfg.disc_steps), _gen(cfg, tid, k, 23)), prompted, held, _gen(cfg, tid, k, 24))
+    stage_seconds["measurements"] = time.perf_counter() - t_measure
+    out["stage_seconds"] = stage_seconds  # stages computed in this call (resumed ones are absent)
     write_json(done, out)
     prog.update(1, note=f"{task_name} seed={k} measured")
     return out
@@ -276,6 +285,13 @@ def summarise(cfg: PipelineConfig, runs: list[dict]) -> tuple[list[dict], list[d
             row["nll_per_turn"] = float(np.mean([np.mean(s["nll_per_turn"]) for s in ss]))
             sims.append(row)
     return main, per_turn, curves, sims
+
+
+def stage_rows(runs: list[dict]) -> list[dict]:
+    """Mean wall seconds of each stage over the (task, seed) runs that computed it."""
+    names = list(dict.fromkeys(k for r in runs for k in r.get("stage_seconds", {})))
+    return [{"stage": n, "mean_seconds": float(np.mean([r["stage_seconds"][n] for r in runs if n in r.get("stage_seconds", {})])),
+             "runs": sum(n in r.get("stage_seconds", {}) for r in runs)} for n in names]
 
 
 def plot_curves(curves: list[dict], cfg: PipelineConfig, stem: Path) -> list[Path]:
@@ -366,7 +382,9 @@ def run(cfg: PipelineConfig, stream=sys.stderr) -> dict:
           + markdown_table(sims, ["task", "user_model", "accept_wrong", "leak", "clarify", "nll_per_turn", "discriminator_accuracy"])
           + "\nDiscriminator accuracy: a classifier of real vs simulated user turns trained on the train logs, "
             "scored on held-out logs (0.5 = indistinguishable).\n\n"
-          + "## Wall time per (task, seed)\n\n" + "\n".join(f"- {k}: {format_seconds(v)}" for k, v in times.items()) + "\n")
+          + "## Wall time per (task, seed) in this call, and per stage where the stage ran in it\n\n"
+          + "\n".join(f"- {k}: {format_seconds(v)}" for k, v in times.items()) + "\n\n"
+          + (markdown_table(stage_rows(runs)) if any(r.get("stage_seconds") for r in runs) else ""))
     atomic_write_text(out / "results.md", md)
     plot_curves(curves, cfg, out / "learning_curves")
     plot_shifts(per_turn, cfg, out / "per_turn_shifts")

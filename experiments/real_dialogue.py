@@ -234,7 +234,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
         if len(rows) < 2:
             continue
         fakes = [(c, "<user>" + tok.decode(generate_turn(tm3_cal, [tok.bos_token_id] + tok.encode(c) + tok.encode("<user>"), agent_id,
-                                                          cfg.max_new, 1.0, gen))) for c, _, _ in rows]
+                                                          cfg.max_new, 1.0, gen, cfg.max_len - cfg.max_new))) for c, _, _ in rows]
         real_s = -per_example_nll(base, make_batch(tok, [r[:2] for r in rows], cfg.max_len).to(dev)).cpu().numpy()
         fake_s = -per_example_nll(base, make_batch(tok, fakes, cfg.max_len).to(dev)).cpu().numpy()
         disc_auc[b] = roc_auc(np.concatenate([real_s, fake_s]), np.r_[np.ones(len(rows)), np.zeros(len(rows))])
@@ -258,7 +258,8 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
                 policy.eval()
                 for c in ctxs:
                     ids = [atok.bos_token_id] + atok.encode(c)
-                    gens.append(atok.decode(generate_turn(policy, ids, atok.encode("<user>")[0], cfg.max_new, 1.0, gen)))
+                    gens.append(atok.decode(generate_turn(policy, ids, atok.encode("<user>")[0], cfg.max_new, 1.0, gen,
+                                                          cfg.max_len - cfg.max_new)))
                 policy.train()
                 b = make_batch(atok, list(zip(ctxs, gens)), cfg.max_len).to(adev)
                 with torch.no_grad():

@@ -2,9 +2,9 @@
 
 Estimators (each returns a mean and a 95 % CI per turn):
 
-* ``eps_t`` — on held-out *logged* histories: the exact TV between the agent's next-act
-  distribution and ``pi_data``'s at that history (``pi_data`` acts on the summary of the history),
-  averaged: an unbiased estimate of ``eps_t``;
+* ``eps_t`` — on histories of ``pi_data`` with the real user (logged dialogues, or a fresh sample
+  from the same law): the exact TV between the agent's next-act distribution and ``pi_data``'s at
+  that history (``pi_data`` acts on the summary of the history), averaged: an unbiased estimate;
 * ``delta_t`` and ``rho_t`` — on the agent's *own* rollouts against the simulator: the exact TV
   between the real user's and the simulator's answer distributions after the sampled agent act
   (unbiased for ``sum_a pi(a|h) TV(...)``), and the reward mismatch there. The context is the pair

@@ -43,9 +43,13 @@ class RuleUser:
 
 @torch.no_grad()
 def generate_turn(model, ids: list[int], stop_id: int, max_new: int, temperature: float,
-                  generator: torch.Generator | None) -> list[int]:
-    """Tokens of one turn after the context ``ids`` (with the model's cache), up to ``stop_id``."""
+                  generator: torch.Generator | None, max_context: int | None = None) -> list[int]:
+    """Tokens of one turn after the context ``ids`` (with the model's cache), up to ``stop_id``.
+    With ``max_context``, the context is cut from the left to that many tokens (long Taskmaster-3
+    dialogues exceed a small model's positions)."""
     device = next(model.parameters()).device
+    if max_context is not None:
+        ids = ids[-max_context:]
     logits, cache = forward_with_cache(model, torch.tensor([ids], device=device))
     out = []
     for _ in range(max_new):
