@@ -45,6 +45,7 @@ def _worker(rank: int, world: int, port: int, out: str) -> None:
     grads, weights = _train(DistInfo(rank, world, torch.device("cpu")))
     if rank == 0:
         torch.save({"grads": grads, "weights": weights}, out)
+    torch.distributed.barrier()  # no rank tears the group down while another still uses it
     torch.distributed.destroy_process_group()
 
 

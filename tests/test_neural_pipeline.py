@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from experiments import full_pipeline as fp
+from shiftbounds.utils.cli import parse_config
 from shiftbounds.dialogue import measures as M
 from shiftbounds.dialogue.exact import prepare_task, sample_logs
 from shiftbounds.dialogue.history import exact_tree
@@ -143,7 +144,7 @@ def test_full_pipeline_smoke_and_resume(tmp_path):
     assert {(r["task"], r["paradigm"]) for r in res["main"]} == {(t, p) for t in ("guess_number", "booking")
                                                                   for p in ("static", "interactive", "calibrated")}
     log = io.StringIO()
-    cfg = fp.parse_config(fp.PipelineConfig, "", fp.PRESETS, "smoke", ["--out-dir", str(out)])
+    cfg = parse_config(fp.PipelineConfig, "", fp.PRESETS, "smoke", ["--out-dir", str(out)])
     again = fp.run(cfg, stream=log)
     assert "(resumed)" in log.getvalue() and again["main"] == res["main"]
 
