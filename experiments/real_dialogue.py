@@ -37,8 +37,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from shiftbounds.llm.dialogue import RuleUser, dialogue_pg_loss, roll_out
-from shiftbounds.llm.distributed import init_from_env
+from shiftbounds.llm.dialogue import RuleUser, dialogue_pg_loss, generate_turn, roll_out
+from shiftbounds.llm.distributed import all_mean, init_from_env, shard, wrap
 from shiftbounds.llm.models import TinyLM, load_causal_lm
 from shiftbounds.llm.taskmaster import (
     ROLE_TOKENS,
@@ -50,9 +50,11 @@ from shiftbounds.llm.taskmaster import (
 )
 from shiftbounds.llm.training import RewardModel, fit, make_batch, per_example_nll, span_nll
 from shiftbounds.utils.cli import parse_config
-from shiftbounds.utils.io import atomic_write_text, markdown_table, read_json, write_json
+from shiftbounds.losses import group_advantages, policy_gradient_loss
+from shiftbounds.utils.io import atomic_torch_save, atomic_write_text, markdown_table, read_json, write_csv, write_json
+from shiftbounds.utils.plotting import new_figure, save_figure, series_style
 from shiftbounds.utils.progress import Progress
-from shiftbounds.utils.stats import mean_ci, roc_auc
+from shiftbounds.utils.stats import roc_auc
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,7 @@ def _nll_by_turn(model, tok, pairs, cfg, dev) -> dict:
     return out
 
 
-def reward_model_stage(corpus: str, cfg: RealDialogueConfig, rng) -> dict:
+def reward_model_stage(corpus: str, cfg: RealDialogueConfig, rng) -> tuple[dict, RewardModel]:
     """Train a reward model on 80 % of the labels (split by conversation); held-out accuracy and AUC."""
     labels = load_reward_labels(corpus, cfg.data_dir or None, cfg.n_labels)
     ids = sorted({x.dialogue_id for x in labels})
@@ -177,146 +179,227 @@ def reward_model_stage(corpus: str, cfg: RealDialogueConfig, rng) -> dict:
             ys += y.tolist()
     scores, ys = np.array(scores), np.array(ys)
     auc = roc_auc(scores, ys) if 0 < ys.sum() < len(ys) else float("nan")
-    return {"corpus": corpus, "train_labels": len(train), "held_out_labels": len(test),
-            "accuracy": float(((scores > 0) == (ys > 0.5)).mean()), "majority_baseline": float(max(ys.mean(), 1 - ys.mean())),
-            "auc": auc, "model": rm}
+    return ({"corpus": corpus, "train_labels": len(train), "held_out_labels": len(test),
+             "accuracy": float(((scores > 0) == (ys > 0.5)).mean()), "majority_baseline": float(max(ys.mean(), 1 - ys.mean())),
+             "auc": auc}, rm)
+
+
+class _Stages:
+    """Per-stage checkpoints under ``<out-dir>/stages``: a stage that finished is loaded, not rerun;
+    each stage draws from its own generator so skipping one changes nothing downstream."""
+
+    def __init__(self, cfg: RealDialogueConfig, info) -> None:
+        self.cfg, self.info = cfg, info
+        self.folder = Path(cfg.out_dir) / "stages"
+
+    def rng(self, *key: int) -> np.random.Generator:
+        return np.random.default_rng([self.cfg.seed, *key])
+
+    def model(self, name: str, template, make):
+        path = self.folder / f"{name}.pt"
+        if path.exists():
+            m = template()
+            m.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+            return m.eval()
+        m = make()
+        if self.info.is_main:
+            atomic_torch_save(m.state_dict(), path)
+        return m.eval()
+
+    def json(self, name: str, make):
+        path = self.folder / f"{name}.json"
+        if path.exists():
+            return read_json(path)
+        value = make()
+        if self.info.is_main:
+            write_json(path, value)
+        return value
 
 
 def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
+    """Run (resuming finished stages), write every output, return the results dict."""
     info = init_from_env()
     out = Path(cfg.out_dir)
-    done = out / "results.json"
-    if done.exists():
-        return read_json(done)
-    rng = np.random.default_rng(cfg.seed)
+    st = _Stages(cfg, info)
     gen = torch.Generator().manual_seed(cfg.seed)
     prog = Progress(9, "real_dialogue", stream=stream, enabled=info.is_main)
     # 1. data
     dialogues = load_tm4(cfg.data_dir or None, cfg.n_dialogues)
-    train, calib, held = split_by_dialogue(dialogues, rng=rng)
+    train, calib, held = split_by_dialogue(dialogues, rng=st.rng(1))
     prog.update(note=f"{len(dialogues)} Taskmaster-4 dialogues: {len(train)}/{len(calib)}/{len(held)}")
     # 2. reward models
-    rms = {c: reward_model_stage(c, cfg, rng) for c in ("taskmaster4", "taskmaster3")}
-    reward_model = rms["taskmaster4"].pop("model")
-    rms["taskmaster3"].pop("model")
+    rms, reward_model = {}, None
+    for i, corpus in enumerate(("taskmaster4", "taskmaster3")):
+        path = st.folder / f"reward_{corpus}.pt"
+        if path.exists() and (st.folder / f"reward_{corpus}.json").exists():
+            rms[corpus] = read_json(st.folder / f"reward_{corpus}.json")
+            rm = RewardModel(_lm(cfg.policy_model, cfg, cfg.seed + 11)[0])
+            rm.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+        else:
+            rms[corpus], rm = reward_model_stage(corpus, cfg, st.rng(2, i))
+            if info.is_main:
+                write_json(st.folder / f"reward_{corpus}.json", rms[corpus])
+                atomic_torch_save(rm.state_dict(), path)
+        if corpus == "taskmaster4":
+            reward_model = rm.eval()
     prog.update(note="reward models")
     # 3. user models
     base, tok, dev = _lm(cfg.user_model, cfg, cfg.seed + 1)
     base.eval()
-    calibrated = _sft(copy.deepcopy(base), tok, _pairs_user(train), cfg, dev, rng)
-    real_model = _sft(copy.deepcopy(base), tok, _pairs_user(held), cfg, dev, rng)
+    fresh_user = lambda: _lm(cfg.user_model, cfg, cfg.seed + 1)[0]  # noqa: E731
+    calibrated = st.model("user_calibrated", fresh_user, lambda: _sft(copy.deepcopy(base), tok, _pairs_user(train), cfg, dev, st.rng(3)))
+    real_model = st.model("user_heldout", fresh_user, lambda: _sft(copy.deepcopy(base), tok, _pairs_user(held), cfg, dev, st.rng(4)))
     prog.update(note="user models")
-    # 4. realism on held-out human user turns (calibration split: unseen by both SFTs' training data... )
-    eval_pairs = _pairs_user(calib)
-    realism = {}
-    for name, model in (("prompted (base model)", base), ("calibrated (SFT on train)", calibrated)):
-        by_turn = _nll_by_turn(model, tok, eval_pairs, cfg, dev)
-        realism[name] = {"nll": float(np.mean([v for vs in by_turn.values() for v in vs])),
-                         "nll_by_turn": {str(k): float(np.mean(v)) for k, v in sorted(by_turn.items())}}
+    # 4. realism on held-out human user turns (the calibration split: unseen by both user models)
     tm3 = user_turn_examples("taskmaster3", cfg.data_dir or None, cfg.n_tm3_turns)
-    tm3_train, _, tm3_held = split_by_dialogue(tm3, rng=rng)
-    tm3_cal = _sft(copy.deepcopy(base), tok, tm3_train, cfg, dev, rng)
+    tm3_train, _, tm3_held = split_by_dialogue(tm3, rng=st.rng(5))
+    tm3_cal = st.model("user_calibrated_tm3", fresh_user, lambda: _sft(copy.deepcopy(base), tok, tm3_train, cfg, dev, st.rng(6)))
     buckets = lambda t: "0-4" if t < 5 else "5-9" if t < 10 else "10-19" if t < 20 else "20+"  # noqa: E731
-    tm3_realism = {}
-    for name, model in (("prompted (base model)", base), ("calibrated (SFT on TM-3 train)", tm3_cal)):
-        by_turn = _nll_by_turn(model, tok, tm3_held, cfg, dev)
-        agg: dict[str, list[float]] = {}
-        for t, vs in by_turn.items():
-            agg.setdefault(buckets(t), []).extend(vs)
-        tm3_realism[name] = {b: float(np.mean(v)) for b, v in agg.items()}
-    # discriminator AUC against turn index: NLL-ratio score of real turns vs the calibrated model's samples
-    from shiftbounds.llm.dialogue import generate_turn
 
-    disc_auc = {}
-    agent_id = tok.encode("<agent>")[0]
-    for b in ("0-4", "5-9", "10-19", "20+"):
-        rows = [p for p in tm3_held if buckets(p[2]) == b][: max(2, cfg.n_eval)]
-        if len(rows) < 2:
-            continue
-        fakes = [(c, "<user>" + tok.decode(generate_turn(tm3_cal, [tok.bos_token_id] + tok.encode(c) + tok.encode("<user>"), agent_id,
-                                                          cfg.max_new, 1.0, gen, cfg.max_len - cfg.max_new))) for c, _, _ in rows]
-        real_s = -per_example_nll(base, make_batch(tok, [r[:2] for r in rows], cfg.max_len).to(dev)).cpu().numpy()
-        fake_s = -per_example_nll(base, make_batch(tok, fakes, cfg.max_len).to(dev)).cpu().numpy()
-        disc_auc[b] = roc_auc(np.concatenate([real_s, fake_s]), np.r_[np.ones(len(rows)), np.zeros(len(rows))])
+    def realism_stage() -> dict:
+        eval_pairs = _pairs_user(calib)
+        tm4 = {}
+        for name, model in (("prompted (base model)", base), ("calibrated (SFT on train)", calibrated)):
+            by_turn = _nll_by_turn(model, tok, eval_pairs, cfg, dev)
+            tm4[name] = {"nll": float(np.mean([v for vs in by_turn.values() for v in vs])),
+                         "nll_by_turn": {str(k): float(np.mean(v)) for k, v in sorted(by_turn.items())}}
+        tm3_nll = {}
+        for name, model in (("prompted (base model)", base), ("calibrated (SFT on TM-3 train)", tm3_cal)):
+            agg: dict[str, list[float]] = {}
+            for t, vs in _nll_by_turn(model, tok, tm3_held, cfg, dev).items():
+                agg.setdefault(buckets(t), []).extend(vs)
+            tm3_nll[name] = {b: float(np.mean(agg[b])) for b in ("0-4", "5-9", "10-19", "20+") if b in agg}
+        # a likelihood discriminator: base-model log-likelihood of real vs calibrated-simulator turns
+        disc, agent_id = {}, tok.encode("<agent>")[0]
+        for b in ("0-4", "5-9", "10-19", "20+"):
+            rows = [p for p in tm3_held if buckets(p[2]) == b][: max(2, cfg.n_eval)]
+            if len(rows) < 2:
+                continue
+            fakes = [(c, "<user>" + tok.decode(generate_turn(tm3_cal, [tok.bos_token_id] + tok.encode(c) + tok.encode("<user>"),
+                                                              agent_id, cfg.max_new, 1.0, gen, cfg.max_len - cfg.max_new)))
+                     for c, _, _ in rows]
+            real_s = -per_example_nll(base, make_batch(tok, [r[:2] for r in rows], cfg.max_len).to(dev)).cpu().numpy()
+            fake_s = -per_example_nll(base, make_batch(tok, fakes, cfg.max_len).to(dev)).cpu().numpy()
+            disc[b] = roc_auc(np.concatenate([real_s, fake_s]), np.r_[np.ones(len(rows)), np.zeros(len(rows))])
+        return {"tm4": tm4, "tm3": tm3_nll, "disc_auc": disc}
+
+    realism = st.json("realism", realism_stage)
     prog.update(note="realism")
-    # 5. agent: SFT, then the three paradigms
-    agent0, atok, adev = _lm(cfg.policy_model, cfg, cfg.seed + 2)
-    agent0 = _sft(agent0, atok, _pairs_agent(train), cfg, adev, rng)
+    # 5. agent: SFT, then the three paradigms (goals sharded over ranks, DDP-averaged gradients)
+    agent_tmpl = lambda: _lm(cfg.policy_model, cfg, cfg.seed + 2)[0]  # noqa: E731
+    _, atok, adev = _lm(cfg.policy_model, cfg, cfg.seed + 2)
+    agent0 = st.model("agent_sft", agent_tmpl, lambda: _sft(agent_tmpl(), atok, _pairs_agent(train), cfg, adev, st.rng(7)))
     prog.update(note="SFT agent")
     goals = [d.goal for d in train]
-    eval_goals = [d.goal for d in held][: cfg.n_eval]
+    eval_goals = shard([d.goal for d in held][: cfg.n_eval], info)
     users = {"interactive": RuleUser(cfg.accept_wrong, cfg.leak), "calibrated": calibrated}
-    results_p = {}
-    for paradigm in ("static", "interactive", "calibrated"):
+    user_id = atok.encode("<user>")[0]
+    results_p, curves = {}, []
+    for p_idx, paradigm in enumerate(("static", "interactive", "calibrated")):
+        cached = st.folder / f"paradigm_{paradigm}.json"
+        if cached.exists():
+            saved = read_json(cached)
+            results_p[paradigm], curves = saved["result"], curves + saved["curve"]
+            prog.update(note=f"RL {paradigm} (resumed)")
+            continue
+        rng = st.rng(8, p_idx)
         policy = copy.deepcopy(agent0).train()
-        opt = torch.optim.AdamW(policy.parameters(), lr=cfg.rl_lr, weight_decay=0.0)
+        net = wrap(policy, info)
+        opt = torch.optim.AdamW(net.parameters(), lr=cfg.rl_lr, weight_decay=0.0)
+        curve = []
         for step in range(cfg.rl_steps):
+            # ---------------------------------------------------------------- ALGO LOGIC
             if paradigm == "static":
                 pairs = _pairs_agent([train[j] for j in rng.integers(len(train), size=cfg.goals_per_step)])[: cfg.goals_per_step]
-                ctxs = [c for c, _ in pairs for _ in range(cfg.group)]
-                gens = []
+                ctxs = [c for c, _ in shard(pairs, info) for _ in range(cfg.group)]
                 policy.eval()
-                for c in ctxs:
-                    ids = [atok.bos_token_id] + atok.encode(c)
-                    gens.append(atok.decode(generate_turn(policy, ids, atok.encode("<user>")[0], cfg.max_new, 1.0, gen,
-                                                          cfg.max_len - cfg.max_new)))
+                gens = [atok.decode(generate_turn(policy, [atok.bos_token_id] + atok.encode(c), user_id, cfg.max_new, 1.0, gen,
+                                                  cfg.max_len - cfg.max_new)) for c in ctxs]
                 policy.train()
                 b = make_batch(atok, list(zip(ctxs, gens)), cfg.max_len).to(adev)
                 with torch.no_grad():
                     reward = torch.sigmoid(reward_model(b.input_ids, b.attention_mask))
-                from shiftbounds.losses import group_advantages, policy_gradient_loss
-
-                logits = policy(input_ids=b.input_ids, attention_mask=b.attention_mask).logits[:, :-1].float()
+                    ref = agent0(input_ids=b.input_ids, attention_mask=b.attention_mask).logits[:, :-1].float()
+                    ref = torch.log_softmax(ref, -1).gather(-1, b.input_ids[:, 1:, None])[..., 0]
+                logits = net(input_ids=b.input_ids, attention_mask=b.attention_mask).logits[:, :-1].float()
                 logp = torch.log_softmax(logits, -1).gather(-1, b.input_ids[:, 1:, None])[..., 0]
-                with torch.no_grad():
-                    ref = torch.log_softmax(agent0(input_ids=b.input_ids, attention_mask=b.attention_mask).logits[:, :-1].float(), -1)
-                    ref = ref.gather(-1, b.input_ids[:, 1:, None])[..., 0]
                 loss = policy_gradient_loss(logp, ref, group_advantages(reward, cfg.group), b.target_mask, cfg.kl_coef).total
             else:
-                chosen = [goals[j] for j in rng.integers(len(goals), size=cfg.goals_per_step)]
+                chosen = shard([goals[j] for j in rng.integers(len(goals), size=cfg.goals_per_step)], info)
                 policy.eval()
                 rolls = [roll_out(policy, atok, g, users[paradigm], turns=cfg.turns, max_new=cfg.max_new, temperature=1.0,
                                   generator=gen, rng=rng) for g in chosen for _ in range(cfg.group)]
                 policy.train()
-                rewards = torch.tensor([r.success for r in rolls], dtype=torch.float)
-                loss = dialogue_pg_loss(policy, agent0, rolls, rewards, cfg.group, cfg.kl_coef, atok.pad_token_id)
+                reward = torch.tensor([r.success for r in rolls], dtype=torch.float)
+                loss = dialogue_pg_loss(net, agent0, rolls, reward, cfg.group, cfg.kl_coef, atok.pad_token_id)
+            # ---------------------------------------------------------------- end ALGO LOGIC
             opt.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
             opt.step()
+            curve.append({"paradigm": paradigm, "step": step, "loss": all_mean(loss.item(), info),
+                          "mean_reward": all_mean(float(reward.mean()), info)})
         policy.eval()
-        real_succ = [roll_out(policy, atok, g, real_model, turns=cfg.turns, max_new=cfg.max_new, temperature=1.0, generator=gen, rng=rng).success
-                     for g in eval_goals]
-        res = {"success_vs_heldout_user_model": mean_ci(np.array(real_succ)).__dict__}
+
+        def success_vs(user) -> float:
+            vals = [roll_out(policy, atok, g, user, turns=cfg.turns, max_new=cfg.max_new, temperature=1.0, generator=gen,
+                             rng=rng).success for g in eval_goals]
+            return all_mean(float(np.mean(vals)) if vals else 0.0, info)
+
+        res = {"success_vs_heldout_user_model": success_vs(real_model)}
         if paradigm in users:
-            sim_succ = [roll_out(policy, atok, g, users[paradigm], turns=cfg.turns, max_new=cfg.max_new, temperature=1.0,
-                                 generator=gen, rng=rng).success for g in eval_goals]
-            res["success_vs_training_simulator"] = float(np.mean(sim_succ))
-            res["sim_to_real_gap"] = res["success_vs_training_simulator"] - res["success_vs_heldout_user_model"]["value"]
+            res["success_vs_training_simulator"] = success_vs(users[paradigm])
+            res["sim_to_real_gap"] = res["success_vs_training_simulator"] - res["success_vs_heldout_user_model"]
         results_p[paradigm] = res
+        curves += curve
+        if info.is_main:
+            write_json(cached, {"result": res, "curve": curve})
         prog.update(note=f"RL {paradigm}")
     results = {"config": asdict(cfg), "splits": {"train": len(train), "calibration": len(calib), "held_out": len(held)},
-               "reward_models": rms, "realism_tm4": realism, "realism_tm3_by_turn": tm3_realism,
-               "discriminator_auc_tm3_by_turn": disc_auc, "paradigms": results_p,
+               "reward_models": rms, "realism_tm4": realism["tm4"], "realism_tm3_by_turn": realism["tm3"],
+               "discriminator_auc_tm3_by_turn": realism["disc_auc"], "paradigms": results_p,
                "note": "The 'real user' is a user model trained on the held-out split of human dialogues "
                        "(cross-simulator evaluation); no live humans were involved."}
     if info.is_main:
-        write_json(out / "config.json", asdict(cfg))
-        write_json(done, results)
-        rm_rows = [{k: v for k, v in r.items()} for r in rms.values()]
-        par_rows = [{"paradigm": p, "success_vs_heldout_user_model": r["success_vs_heldout_user_model"]["value"],
-                     "success_vs_training_simulator": r.get("success_vs_training_simulator", ""),
-                     "sim_to_real_gap": r.get("sim_to_real_gap", "")} for p, r in results_p.items()]
-        md = ("# Real dialogues (Taskmaster-4 / Taskmaster-3)\n\n" + results["note"] + "\n\n## Reward models (held-out labels)\n\n"
-              + markdown_table(rm_rows) + "\n## Simulator realism on held-out human user turns (Taskmaster-4, NLL per token)\n\n"
-              + markdown_table([{"user model": k, "nll": v["nll"]} for k, v in realism.items()])
-              + "\n## Taskmaster-3: NLL of held-out human user turns by turn index\n\n"
-              + markdown_table([{"user model": k, **v} for k, v in tm3_realism.items()])
-              + "\nDiscriminator AUC (real vs calibrated-simulator turns, scored by base-model likelihood) by turn index: "
-              + ", ".join(f"{k}: {v:.3f}" for k, v in disc_auc.items()) + "\n\n## Paradigms (goal success)\n\n" + markdown_table(par_rows))
-        atomic_write_text(out / "results.md", md)
+        write_outputs(out, cfg, results, curves)
     prog.update(note="done")
     return results
+
+
+def write_outputs(out: Path, cfg: RealDialogueConfig, results: dict, curves: list[dict]) -> None:
+    """``results.json``, ``results.md``, ``config.json``, ``per_turn.csv`` (realism by turn index),
+    ``curves.csv`` (RL loss and reward per step) and ``realism_by_turn.{png,pdf}``, as the full pipeline."""
+    write_json(out / "config.json", asdict(cfg))
+    write_json(out / "results.json", results)
+    per_turn = [{"corpus": "taskmaster3", "user_model": name, "turns": b, "nll_per_token": v,
+                 "likelihood_auc": results["discriminator_auc_tm3_by_turn"].get(b)}
+                for name, by in results["realism_tm3_by_turn"].items() for b, v in by.items()]
+    per_turn += [{"corpus": "taskmaster4", "user_model": name, "turns": t, "nll_per_token": v}
+                 for name, r in results["realism_tm4"].items() for t, v in r["nll_by_turn"].items()]
+    write_csv(out / "per_turn.csv", per_turn)
+    write_csv(out / "curves.csv", curves or [{"paradigm": "", "step": 0}])
+    rm_rows = list(results["reward_models"].values())
+    par_rows = [{"paradigm": p, **r} for p, r in results["paradigms"].items()]
+    md = ("# Real dialogues (Taskmaster-4 / Taskmaster-3)\n\n" + results["note"] + "\n\n## Reward models (held-out labels)\n\n"
+          + markdown_table(rm_rows) + "\n## Simulator realism on held-out human user turns (Taskmaster-4, NLL per token)\n\n"
+          + markdown_table([{"user model": k, "nll": v["nll"]} for k, v in results["realism_tm4"].items()])
+          + "\n## Taskmaster-3: NLL of held-out human user turns by turn index\n\n"
+          + markdown_table([{"user model": k, **v} for k, v in results["realism_tm3_by_turn"].items()])
+          + "\nLikelihood discriminator AUC (base-model log-likelihood of real vs calibrated-simulator turns) by turn index: "
+          + ", ".join(f"{k}: {v:.3f}" for k, v in results["discriminator_auc_tm3_by_turn"].items())
+          + "\n\n## Paradigms (goal success)\n\n"
+          + markdown_table(par_rows, ["paradigm", "success_vs_heldout_user_model", "success_vs_training_simulator", "sim_to_real_gap"]))
+    atomic_write_text(out / "results.md", md)
+    fig, axes = new_figure(width=3.6, height=2.6)
+    ax = axes[0, 0]
+    order = ["0-4", "5-9", "10-19", "20+"]
+    for i, (name, by) in enumerate(results["realism_tm3_by_turn"].items()):
+        xs = [b for b in order if b in by]
+        ax.plot(xs, [by[b] for b in xs], label=name, **series_style(i))
+    ax.set_xlabel("turn index (Taskmaster-3)")
+    ax.set_ylabel("NLL per token of human user turns")
+    ax.legend(frameon=False, fontsize=6)
+    save_figure(fig, out / "realism_by_turn")
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -128,4 +128,11 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     for corpus in ("taskmaster4", "taskmaster3"):
         assert 0.0 <= res["reward_models"][corpus]["accuracy"] <= 1.0
     assert "held-out split" in res["note"]
-    assert (tmp_path / "r" / "results.md").exists()
+    for name in ("results.md", "results.json", "config.json", "per_turn.csv", "curves.csv", "realism_by_turn.png"):
+        assert (tmp_path / "r" / name).exists(), name
+    # every stage was saved; a rerun resumes them and reproduces the results
+    assert len(list((tmp_path / "r" / "stages").glob("*.pt"))) == 6
+    again = full_pipeline.main(["--task", "taskmaster4", "--out-dir", str(tmp_path / "r")])
+    for corpus in ("taskmaster4", "taskmaster3"):
+        assert again["reward_models"][corpus]["accuracy"] == res["reward_models"][corpus]["accuracy"]
+    assert again["paradigms"] == res["paradigms"]

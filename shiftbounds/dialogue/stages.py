@@ -17,8 +17,6 @@
 from __future__ import annotations
 
 import copy
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -29,17 +27,12 @@ from shiftbounds.dialogue.rollout import ExplicitUser, NeuralUser, agent_turn_lo
 from shiftbounds.dialogue.tokens import Vocab
 from shiftbounds.losses import group_advantages, nll, reverse_kl
 from shiftbounds.nn.transformer import Transformer, TransformerConfig
+from shiftbounds.utils.io import atomic_torch_save
 
 PARADIGMS = ("static", "interactive", "calibrated")
 
 
-def _atomic_save(obj, path: Path) -> None:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    os.close(fd)
-    torch.save(obj, tmp)
-    os.replace(tmp, path)
+
 
 
 @dataclass(frozen=True)
@@ -284,7 +277,7 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
             curve.append({"step": step, "agent_tokens": step * cfg.agent_tokens_per_step * H, **evaluate(agent.eval())})
             agent.train()
         if checkpoint is not None:
-            _atomic_save({"agent": agent.state_dict(), "opt": opt.state_dict(), "generator": generator.get_state(),
+            atomic_torch_save({"agent": agent.state_dict(), "opt": opt.state_dict(), "generator": generator.get_state(),
                           "curve": curve, "step": step}, checkpoint)
 
     if start == 1:
