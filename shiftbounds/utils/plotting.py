@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib
-
-matplotlib.use("Agg")  # headless: experiments and tests never open a window
-import matplotlib.pyplot as plt  # noqa: E402
+# No backend is forced: without a display matplotlib falls back to Agg by itself, and inside a
+# notebook the inline backend stays active (forcing Agg here used to hide notebook figures).
+import matplotlib.pyplot as plt
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINESTYLES = ("-", "--", "-.", ":")
