@@ -70,7 +70,7 @@ class PipelineConfig:
     # --- tasks and data
     tasks: tuple[str, ...] = field(default=("guess_number", "booking"), metadata={"help": f"tasks, from {sorted(TASKS)}"})
     horizon: int = field(default=4, metadata={"help": "agent turns H"})
-    n_logs: int = field(default=600, metadata={"help": "logged dialogues of pi_data with the real user (train + held-out)"})
+    n_logs: int = field(default=1500, metadata={"help": "logged dialogues of pi_data with the real user (train + held-out)"})
     held_out: float = field(default=0.2, metadata={"help": "held-out fraction of the logs"})
     accept_wrong: float = field(default=0.3, metadata={"help": "prompted simulator: probability of accepting a wrong proposal"})
     leak: float = field(default=0.2, metadata={"help": "prompted simulator: probability of leaking the goal"})
@@ -78,16 +78,16 @@ class PipelineConfig:
     # --- models and stages
     d_model: int = field(default=64, metadata={"help": "width of every network"})
     n_layer: int = field(default=2, metadata={"help": "blocks of every network"})
-    sft_steps: int = field(default=400, metadata={"help": "SFT steps (agent and simulator)"})
+    sft_steps: int = field(default=1000, metadata={"help": "SFT steps (agent and simulator)"})
     disc_steps: int = field(default=200, metadata={"help": "realism discriminator steps"})
     realism_steps: int = field(default=0, metadata={"help": "discriminator-reward fine-tuning steps of the simulator (0 = off)"})
-    rl_steps: int = field(default=300, metadata={"help": "policy-gradient steps per paradigm (same for all)"})
+    rl_steps: int = field(default=1000, metadata={"help": "policy-gradient steps per paradigm (same for all)"})
     goals_per_step: int = field(default=16, metadata={"help": "goals (or logged contexts) per RL step"})
     group: int = field(default=4, metadata={"help": "group size of the baseline"})
     rl_lr: float = field(default=1e-3, metadata={"help": "RL learning rate"})
     kl_coef: float = field(default=0.05, metadata={"help": "KL(pi || pi_SFT) weight"})
     static_reward: str = field(default="myopic", metadata={"help": "Static Context RL reward: myopic or one_step"})
-    eval_every: int = field(default=50, metadata={"help": "RL steps between learning-curve points"})
+    eval_every: int = field(default=100, metadata={"help": "RL steps between learning-curve points"})
     n_eval: int = field(default=2000, metadata={"help": "dialogues per final evaluation"})
     n_curve: int = field(default=400, metadata={"help": "dialogues per learning-curve point"})
     # --- run
