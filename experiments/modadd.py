@@ -36,6 +36,7 @@ from shiftbounds.modadd import (
     train_student,
     train_teacher,
 )
+from shiftbounds.llm.models import resolve_device
 from shiftbounds.nn.transformer import load_model, save_model
 from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import atomic_write_text, markdown_table, read_json, write_csv, write_json
@@ -95,19 +96,10 @@ def _key(cfg: ModAddConfig, *extra) -> str:
     return hashlib.sha1(json.dumps([opts, *extra], sort_keys=True).encode()).hexdigest()[:10]
 
 
-def resolve_device(name: str) -> torch.device:
-    """``"auto"`` -> CUDA when available, else CPU; ``"cuda"`` fails clearly without a GPU."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda was asked for but torch sees no CUDA device")
-    return torch.device(name)
-
-
 def get_teacher(cfg: ModAddConfig, task: ModAddTask, stream) -> tuple[torch.nn.Module, float]:
     """Load the cached teacher or train it (and cache it); returns it with its accuracy."""
     path = Path(cfg.out_dir) / f"teacher_{_key(cfg, 'teacher')}.pt"
-    device = resolve_device(cfg.device)
+    device = resolve_device(cfg.device)[0]  # the students train in float32 on any device
     if path.exists():
         teacher = load_model(path).to(device).eval()
     else:

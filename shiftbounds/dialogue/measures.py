@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from shiftbounds.dialogue.rollout import ExplicitUser, NeuralUser, Rollout, agent_turn_logits, rollout
+from shiftbounds.dialogue.stages import user_answer_probs
 from shiftbounds.dialogue.summary import SummarySpace
 from shiftbounds.dialogue.tasks import ACCEPT, CLARIFY, N_BASE_USER_ACTS
 from shiftbounds.dialogue.tokens import Vocab
@@ -116,10 +117,8 @@ def plugin_tv(a: np.ndarray, b: np.ndarray, n_states: int, rng: np.random.Genera
 @torch.no_grad()
 def sycophancy(vocab: Vocab, user, data: dict) -> dict:
     """Accept-wrong, leak and clarification rates of a user model at logged histories."""
-    from shiftbounds.dialogue.stages import _sim_probs
-
     task = vocab.task
-    p = _sim_probs(vocab, user, data)  # [N, H, K]
+    p = user_answer_probs(vocab, user, data)  # [N, H, K]
     mask = data["turn_mask"] > 0
     a = data["actions"].clamp_min(0)
     question = mask & (a < task.n_questions)

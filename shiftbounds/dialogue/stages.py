@@ -110,7 +110,7 @@ def user_nll(vocab: Vocab, user: ExplicitUser | Transformer, data: dict) -> torc
 
 
 # ----------------------------------------------------------------------------- realism discriminator
-def _sim_probs(vocab: Vocab, sim: ExplicitUser | Transformer, data: dict) -> torch.Tensor:
+def user_answer_probs(vocab: Vocab, sim: ExplicitUser | Transformer, data: dict) -> torch.Tensor:
     """The simulator's answer distribution ``[N, H, K]`` at every logged history."""
     if isinstance(sim, ExplicitUser):
         return sim.table[data["actions"].clamp_min(0), data["goals"][:, None].expand_as(data["actions"])]
@@ -121,7 +121,7 @@ def _fake_views(vocab: Vocab, sim, data: dict, generator: torch.Generator) -> tu
     """Copies of the user views with one random alive turn's user act replaced by a simulator sample;
     returns the views and the replaced turn index per dialogue."""
     with torch.no_grad():
-        probs = _sim_probs(vocab, sim, data)
+        probs = user_answer_probs(vocab, sim, data)
     mask = data["turn_mask"]
     turn = torch.multinomial(mask / mask.sum(1, keepdim=True), 1, generator=generator)[:, 0]
     rows = torch.arange(mask.shape[0])

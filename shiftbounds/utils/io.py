@@ -38,22 +38,33 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to ``path`` atomically (temporary file in the same folder, then rename)."""
+def _atomic_replace(path: str | os.PathLike, write) -> Path:
+    """Call ``write(tmp_path)`` on a temporary sibling of ``path``, then rename it into place;
+    the temporary file is removed if anything fails."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+        write(tmp)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
     return path
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` atomically (temporary file in the same folder, then rename)."""
+
+    def write(tmp: str) -> None:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+    return _atomic_replace(path, write)
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
@@ -101,15 +112,4 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
     """``torch.save`` to a temporary sibling, then rename: a killed run leaves no half-written checkpoint."""
     import torch
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    return _atomic_replace(path, lambda tmp: torch.save(obj, tmp))
