@@ -5,6 +5,9 @@
 * generation: the package's sampler (:func:`shiftbounds.llm.gsm8k.sample_completions`: batched
   ``generate`` with left padding, stopping each row at its end-of-text) against a plain batched
   ``model.generate`` with a fixed number of new tokens, in new tokens per second;
+* dialogue rollouts: :func:`shiftbounds.llm.dialogue.roll_out_batch` over ``--batch`` goals at once
+  (agent and LM user, one cached sampling call per turn) against the same rollouts one dialogue at
+  a time, in agent + user tokens per second;
 * training: one masked-span step (:func:`shiftbounds.llm.training.span_nll` + AdamW) against a plain
   ``model(input_ids, labels=...)`` step, in tokens per second; on a GPU also model FLOPs
   utilisation against ``--peak-tflops`` (6 x parameters x tokens per step).
@@ -18,10 +21,13 @@ from __future__ import annotations
 import argparse
 import time
 
+import numpy as np
 import torch
 
+from shiftbounds.llm.dialogue import roll_out_batch
 from shiftbounds.llm.gsm8k import SPECIALS, Problem, sample_completions
 from shiftbounds.llm.models import TinyLM, load_causal_lm
+from shiftbounds.llm.taskmaster import ROLE_TOKENS, OrderItem
 from shiftbounds.llm.training import make_batch, span_nll
 
 
@@ -65,6 +71,21 @@ def main(argv: list[str] | None = None) -> dict:
     t_hf = best(lambda: model.generate(ids, attention_mask=att, max_new_tokens=a.new, min_new_tokens=a.new, do_sample=True,
                                        pad_token_id=tok.pad_token_id), a.repeats)
     n_gen = a.batch * a.new
+    agent, atok, _ = load_causal_lm(a.model, TinyLM("gpt2", 128, 4, 4, 1024), special_tokens=ROLE_TOKENS)
+    agent.eval()
+    goals = [(OrderItem(["latte", "mocha", "cortado"][i % 3], 1 + i % 2),) for i in range(a.batch)]
+
+    def dialogues(groups):
+        out = []
+        for gs in groups:
+            out += roll_out_batch(agent, atok, gs, agent, turns=3, max_new=a.new, temperature=1.0,
+                                  generator=torch.Generator().manual_seed(0), rng=np.random.default_rng(0))
+        return out
+
+    n_roll = sum(len(d.ids) - 1 for d in dialogues([goals]))
+    t_roll = best(lambda: dialogues([goals]), a.repeats)
+    n_seq = sum(len(d.ids) - 1 for d in dialogues([[g] for g in goals]))
+    t_seq = best(lambda: dialogues([[g] for g in goals]), a.repeats)
     batch = make_batch(tok, [(f"<q>{q.question}<a>", "x" * a.new) for q in probs], 1024).to(dev)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
@@ -89,12 +110,14 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"device {dev}; {n_params / 1e6:.2f} M parameters; batch {a.batch}; {a.new} new tokens\n")
     print(f"generation  package sampler:        {n_ours / t_ours:10.0f} tok/s   transformers generate (batched): {n_gen / t_hf:10.0f} tok/s"
           f"   ratio {(n_ours / t_ours) / (n_gen / t_hf):.2f}x")
+    print(f"rollouts    batched dialogues:      {n_roll / t_roll:10.0f} tok/s   one dialogue at a time:          {n_seq / t_seq:10.0f} tok/s"
+          f"   ratio {(n_roll / t_roll) / (n_seq / t_seq):.2f}x")
     print(f"training    masked-span step:       {n_tok / t_train:10.0f} tok/s   plain labels step:               {n_tok / t_plain:10.0f} tok/s"
           f"   ratio {t_plain / t_train:.2f}x")
     if dev.type == "cuda":
         mfu = 6 * n_params * n_tok / t_train / (a.peak_tflops * 1e12)
         print(f"training MFU {mfu:.1%} of {a.peak_tflops} TFLOP/s")
-    return {"gen_ours": n_ours / t_ours, "gen_hf": n_gen / t_hf, "train_ours": n_tok / t_train, "train_plain": n_tok / t_plain}
+    return {"gen_ours": n_ours / t_ours, "gen_hf": n_gen / t_hf, "roll_batched": n_roll / t_roll, "roll_seq": n_seq / t_seq, "train_ours": n_tok / t_train, "train_plain": n_tok / t_plain}
 
 
 if __name__ == "__main__":

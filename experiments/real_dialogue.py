@@ -14,8 +14,11 @@ Stages (each saved under ``--out-dir`` and skipped on a rerun):
    available), and the prompt-based simulator (the base model prompted with the goal, plus the
    rule-based sycophantic :class:`~shiftbounds.llm.dialogue.RuleUser` with explicit knobs);
 4. **realism** — per-turn NLL of held-out human user turns under each user model; on Taskmaster-3
-   (long dialogues) NLL and a real-vs-simulated discriminator's AUC against the turn index: the
-   real-data view of ``delta_t``;
+   (long dialogues) NLL and, per simulator, a trained real-vs-simulated discriminator's held-out AUC
+   against the turn index (:mod:`shiftbounds.llm.realism`): the real-data view of ``delta_t``;
+   **sycophancy** — on Taskmaster-4 histories of the calibration split, how often each user model
+   (and the logged people) accepts the right order and an order with one drink swapped, and how
+   often its opening turn names the whole goal (:mod:`shiftbounds.llm.sycophancy`);
 5. **agent** — SFT on the train split's agent turns, then one policy-gradient algorithm (group
    baseline, KL to SFT) for Static Context RL (logged contexts, reward model), Interactive RL (the
    rule-based prompted simulator) and Calibrated Interactive RL (the calibrated simulator), paid by
@@ -37,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from shiftbounds.llm.dialogue import RuleUser, dialogue_pg_loss, generate_turn, roll_out
+from shiftbounds.llm.dialogue import RuleUser, dialogue_pg_loss, roll_out_batch
 from shiftbounds.llm.distributed import all_mean, init_from_env, shard, wrap
 from shiftbounds.llm.models import TinyLM, load_causal_lm
 from shiftbounds.llm.taskmaster import (
@@ -48,7 +51,18 @@ from shiftbounds.llm.taskmaster import (
     split_by_dialogue,
     user_turn_examples,
 )
-from shiftbounds.llm.training import RewardModel, fit, make_batch, per_example_nll, span_nll
+from shiftbounds.llm.realism import TURN_BUCKETS, discriminator_auc_by_turn, turn_bucket
+from shiftbounds.llm.sampling import sample_batch
+from shiftbounds.llm.sycophancy import confirmation_probes, disclosure_probes, sycophancy_metrics
+from shiftbounds.llm.training import (
+    RewardModel,
+    classifier_scores,
+    fit,
+    fit_classifier,
+    make_batch,
+    per_example_nll,
+    span_nll,
+)
 from shiftbounds.utils.cli import parse_config
 from shiftbounds.losses import group_advantages, policy_gradient_loss
 from shiftbounds.utils.io import atomic_torch_save, atomic_write_text, markdown_table, read_json, write_csv, write_json
@@ -79,6 +93,9 @@ class RealDialogueConfig:
     turns: int = field(default=3, metadata={"help": "user+agent rounds per rollout"})
     max_new: int = field(default=64, metadata={"help": "new tokens per turn"})
     n_eval: int = field(default=16, metadata={"help": "goals per evaluation"})
+    n_probe: int = field(default=200, metadata={"help": "calibration dialogues probed for sycophancy and disclosure"})
+    n_disc: int = field(default=1000, metadata={"help": "Taskmaster-3 user turns per discriminator (train; as many held out)"})
+    gen_batch: int = field(default=32, metadata={"help": "rows per batched sampling call"})
     accept_wrong: float = field(default=0.3, metadata={"help": "rule-based prompted simulator: accept-wrong rate"})
     leak: float = field(default=0.2, metadata={"help": "rule-based prompted simulator: leak rate"})
     d_model: int = field(default=64, metadata={"help": "tiny model width"})
@@ -89,9 +106,11 @@ class RealDialogueConfig:
 
     def __post_init__(self) -> None:
         for k in ("n_dialogues", "n_labels", "n_tm3_turns", "sft_steps", "batch", "rl_steps", "goals_per_step", "turns",
-                  "max_new", "n_eval"):
+                  "max_new", "n_eval", "n_probe", "n_disc", "gen_batch"):
             if getattr(self, k) < 1:
                 raise ValueError(f"--{k.replace('_', '-')} must be >= 1; got {getattr(self, k)}")
+        if self.max_len - self.max_new < 16:
+            raise ValueError(f"--max-len ({self.max_len}) must exceed --max-new ({self.max_new}) by at least 16 tokens of context")
         if self.group < 2:
             raise ValueError(f"--group must be >= 2 (group baseline); got {self.group}")
         if not (0 <= self.accept_wrong <= 1 and 0 <= self.leak <= 1):
@@ -101,10 +120,10 @@ class RealDialogueConfig:
 PRESETS = {
     "smoke": {"n_dialogues": 40, "n_labels": 64, "n_tm3_turns": 64, "max_len": 256, "sft_steps": 4, "batch": 4,
               "rl_steps": 2, "goals_per_step": 1, "group": 2, "turns": 2, "max_new": 24, "n_eval": 3, "d_model": 32,
-              "n_layer": 1},
+              "n_layer": 1, "n_probe": 4, "n_disc": 8, "gen_batch": 8},
     "gpu": {"n_dialogues": 2000, "max_len": 1024, "sft_steps": 2000, "batch": 16, "lr": 2e-5, "rl_steps": 200,
             "goals_per_step": 8, "group": 4, "turns": 4, "max_new": 256, "n_eval": 200, "rl_lr": 1e-6,
-            "out_dir": "results/real_dialogue/gpu"},
+            "n_probe": 552, "n_disc": 2000, "gen_batch": 64, "out_dir": "results/real_dialogue/gpu"},
 }
 
 
@@ -161,23 +180,10 @@ def reward_model_stage(corpus: str, cfg: RealDialogueConfig, rng) -> tuple[dict,
     test = [x for x in labels if x.dialogue_id in held]
     lm, tok, dev = _lm(cfg.policy_model, cfg, cfg.seed + 11)
     rm = RewardModel(lm).to(dev)
-
-    def batch_of(xs):
-        b = make_batch(tok, [(x.context, x.generation) for x in xs], cfg.max_len).to(dev)
-        return b, torch.tensor([x.reward for x in xs], device=dev)
-
-    def loss_fn(model, bt):
-        b, y = bt
-        return torch.nn.functional.binary_cross_entropy_with_logits(model(b.input_ids, b.attention_mask), y)
-
-    fit(rm, loss_fn, (batch_of([train[j] for j in rng.integers(len(train), size=cfg.batch)]) for _ in range(cfg.sft_steps)), cfg.lr)
-    scores, ys = [], []
-    with torch.no_grad():
-        for j in range(0, len(test), cfg.batch):
-            b, y = batch_of(test[j: j + cfg.batch])
-            scores += rm(b.input_ids, b.attention_mask).tolist()
-            ys += y.tolist()
-    scores, ys = np.array(scores), np.array(ys)
+    kw = dict(batch=cfg.batch, max_len=cfg.max_len, device=dev)
+    fit_classifier(rm, tok, [(x.context, x.generation, x.reward) for x in train], steps=cfg.sft_steps, lr=cfg.lr, rng=rng, **kw)
+    scores = classifier_scores(rm, tok, [(x.context, x.generation, x.reward) for x in test], **kw).numpy()
+    ys = np.array([x.reward for x in test])
     auc = roc_auc(scores, ys) if 0 < ys.sum() < len(ys) else float("nan")
     return ({"corpus": corpus, "train_labels": len(train), "held_out_labels": len(test),
              "accuracy": float(((scores > 0) == (ys > 0.5)).mean()), "majority_baseline": float(max(ys.mean(), 1 - ys.mean())),
@@ -194,6 +200,10 @@ class _Stages:
 
     def rng(self, *key: int) -> np.random.Generator:
         return np.random.default_rng([self.cfg.seed, *key])
+
+    def gen(self, *key: int) -> torch.Generator:
+        """A torch generator for the stage ``key``, fanned out from the one seed."""
+        return torch.Generator().manual_seed(int(self.rng(*key).integers(2**62)))
 
     def model(self, name: str, template, make):
         path = self.folder / f"{name}.pt"
@@ -221,7 +231,6 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     info = init_from_env()
     out = Path(cfg.out_dir)
     st = _Stages(cfg, info)
-    gen = torch.Generator().manual_seed(cfg.seed)
     prog = Progress(9, "real_dialogue", stream=stream, enabled=info.is_main)
     # 1. data
     dialogues = load_tm4(cfg.data_dir or None, cfg.n_dialogues)
@@ -254,7 +263,6 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     tm3 = user_turn_examples("taskmaster3", cfg.data_dir or None, cfg.n_tm3_turns)
     tm3_train, _, tm3_held = split_by_dialogue(tm3, rng=st.rng(5))
     tm3_cal = st.model("user_calibrated_tm3", fresh_user, lambda: _sft(copy.deepcopy(base), tok, tm3_train, cfg, dev, st.rng(6)))
-    buckets = lambda t: "0-4" if t < 5 else "5-9" if t < 10 else "10-19" if t < 20 else "20+"  # noqa: E731
 
     def realism_stage() -> dict:
         eval_pairs = _pairs_user(calib)
@@ -267,24 +275,37 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
         for name, model in (("prompted (base model)", base), ("calibrated (SFT on TM-3 train)", tm3_cal)):
             agg: dict[str, list[float]] = {}
             for t, vs in _nll_by_turn(model, tok, tm3_held, cfg, dev).items():
-                agg.setdefault(buckets(t), []).extend(vs)
-            tm3_nll[name] = {b: float(np.mean(agg[b])) for b in ("0-4", "5-9", "10-19", "20+") if b in agg}
-        # a likelihood discriminator: base-model log-likelihood of real vs calibrated-simulator turns
-        disc, agent_id = {}, tok.encode("<agent>")[0]
-        for b in ("0-4", "5-9", "10-19", "20+"):
-            rows = [p for p in tm3_held if buckets(p[2]) == b][: max(2, cfg.n_eval)]
-            if len(rows) < 2:
-                continue
-            fakes = [(c, "<user>" + tok.decode(generate_turn(tm3_cal, [tok.bos_token_id] + tok.encode(c) + tok.encode("<user>"),
-                                                              agent_id, cfg.max_new, 1.0, gen, cfg.max_len - cfg.max_new)))
-                     for c, _, _ in rows]
-            real_s = -per_example_nll(base, make_batch(tok, [r[:2] for r in rows], cfg.max_len).to(dev)).cpu().numpy()
-            fake_s = -per_example_nll(base, make_batch(tok, fakes, cfg.max_len).to(dev)).cpu().numpy()
-            disc[b] = roc_auc(np.concatenate([real_s, fake_s]), np.r_[np.ones(len(rows)), np.zeros(len(rows))])
-        return {"tm4": tm4, "tm3": tm3_nll, "disc_auc": disc}
+                agg.setdefault(turn_bucket(t), []).extend(vs)
+            tm3_nll[name] = {b: float(np.mean(agg[b])) for b in TURN_BUCKETS if b in agg}
+        return {"tm4": tm4, "tm3": tm3_nll}
+
+    def discriminator_stage() -> dict:
+        """Real-vs-simulated classifiers on Taskmaster-3, one per simulator, AUC by turn index."""
+        make = lambda: RewardModel(_lm(cfg.user_model, cfg, cfg.seed + 13)[0]).to(dev)  # noqa: E731
+        d_train = [tm3_train[j] for j in st.rng(9, 0).permutation(len(tm3_train))[: cfg.n_disc]]
+        d_held = tm3_held[: cfg.n_disc]
+        return {name: discriminator_auc_by_turn(make, sim, tok, d_train, d_held, steps=cfg.sft_steps, batch=cfg.batch,
+                                                lr=cfg.lr, max_len=cfg.max_len, max_new=cfg.max_new,
+                                                generator=st.gen(9, i + 1), rng=st.rng(9, i + 1), device=dev)
+                for i, (name, sim) in enumerate((("prompted (base model)", base), ("calibrated (SFT on TM-3 train)", tm3_cal)))}
+
+    def sycophancy_stage() -> dict:
+        """Confirmation and disclosure probes on the calibration split (unseen by every user model)."""
+        probes = calib[: cfg.n_probe]
+        right, wrong = confirmation_probes(probes, st.rng(10, 0))
+        disc = disclosure_probes(probes)
+        who = (("people (logged replies)", None), ("prompted (rule-based)", RuleUser(cfg.accept_wrong, cfg.leak)),
+               ("prompted (base model)", base), ("calibrated (SFT on train)", calibrated),
+               ("held-out user model", real_model))
+        return {name: sycophancy_metrics(u, tok, right, wrong, disc, batch=cfg.gen_batch, max_new=cfg.max_new,
+                                         generator=st.gen(10, i + 1), rng=st.rng(10, i + 1),
+                                         max_context=cfg.max_len - cfg.max_new)
+                for i, (name, u) in enumerate(who)}
 
     realism = st.json("realism", realism_stage)
-    prog.update(note="realism")
+    discriminator = st.json("discriminator", discriminator_stage)
+    sycophancy = st.json("sycophancy", sycophancy_stage)
+    prog.update(note="realism, discriminators, sycophancy")
     # 5. agent: SFT, then the three paradigms (goals sharded over ranks, DDP-averaged gradients)
     agent_tmpl = lambda: _lm(cfg.policy_model, cfg, cfg.seed + 2)[0]  # noqa: E731
     _, atok, adev = _lm(cfg.policy_model, cfg, cfg.seed + 2)
@@ -302,7 +323,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
             results_p[paradigm], curves = saved["result"], curves + saved["curve"]
             prog.update(note=f"RL {paradigm} (resumed)")
             continue
-        rng = st.rng(8, p_idx)
+        rng, pgen = st.rng(8, p_idx), st.gen(8, p_idx)
         policy = copy.deepcopy(agent0).train()
         net = wrap(policy, info)
         opt = torch.optim.AdamW(net.parameters(), lr=cfg.rl_lr, weight_decay=0.0)
@@ -313,8 +334,10 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
                 pairs = _pairs_agent([train[j] for j in rng.integers(len(train), size=cfg.goals_per_step)])[: cfg.goals_per_step]
                 ctxs = [c for c, _ in shard(pairs, info) for _ in range(cfg.group)]
                 policy.eval()
-                gens = [atok.decode(generate_turn(policy, [atok.bos_token_id] + atok.encode(c), user_id, cfg.max_new, 1.0, gen,
-                                                  cfg.max_len - cfg.max_new)) for c in ctxs]
+                rows = sample_batch(policy, [[atok.bos_token_id] + atok.encode(c) for c in ctxs], cfg.max_new,
+                                    stop_ids=[user_id, atok.eos_token_id], pad_id=atok.pad_token_id, temperature=1.0,
+                                    generator=pgen, max_context=cfg.max_len - cfg.max_new)
+                gens = [atok.decode([x for x in r if x not in (user_id, atok.eos_token_id)]) for r in rows]
                 policy.train()
                 b = make_batch(atok, list(zip(ctxs, gens)), cfg.max_len).to(adev)
                 with torch.no_grad():
@@ -327,8 +350,9 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
             else:
                 chosen = shard([goals[j] for j in rng.integers(len(goals), size=cfg.goals_per_step)], info)
                 policy.eval()
-                rolls = [roll_out(policy, atok, g, users[paradigm], turns=cfg.turns, max_new=cfg.max_new, temperature=1.0,
-                                  generator=gen, rng=rng) for g in chosen for _ in range(cfg.group)]
+                rolls = roll_out_batch(policy, atok, [g for g in chosen for _ in range(cfg.group)], users[paradigm],
+                                       turns=cfg.turns, max_new=cfg.max_new, temperature=1.0, generator=pgen, rng=rng,
+                                       max_context=cfg.max_len - cfg.max_new)
                 policy.train()
                 reward = torch.tensor([r.success for r in rolls], dtype=torch.float)
                 loss = dialogue_pg_loss(net, agent0, rolls, reward, cfg.group, cfg.kl_coef, atok.pad_token_id)
@@ -341,14 +365,17 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
                           "mean_reward": all_mean(float(reward.mean()), info)})
         policy.eval()
 
-        def success_vs(user) -> float:
-            vals = [roll_out(policy, atok, g, user, turns=cfg.turns, max_new=cfg.max_new, temperature=1.0, generator=gen,
-                             rng=rng).success for g in eval_goals]
+        def success_vs(user, key: int) -> float:
+            """Goal success over the evaluation goals (the same random numbers for every paradigm)."""
+            vals = [d.success for j in range(0, len(eval_goals), cfg.gen_batch)
+                    for d in roll_out_batch(policy, atok, eval_goals[j: j + cfg.gen_batch], user, turns=cfg.turns,
+                                            max_new=cfg.max_new, temperature=1.0, generator=st.gen(11, key, j),
+                                            rng=st.rng(11, key, j), max_context=cfg.max_len - cfg.max_new)]
             return all_mean(float(np.mean(vals)) if vals else 0.0, info)
 
-        res = {"success_vs_heldout_user_model": success_vs(real_model)}
+        res = {"success_vs_heldout_user_model": success_vs(real_model, 0)}
         if paradigm in users:
-            res["success_vs_training_simulator"] = success_vs(users[paradigm])
+            res["success_vs_training_simulator"] = success_vs(users[paradigm], 1 + list(users).index(paradigm))
             res["sim_to_real_gap"] = res["success_vs_training_simulator"] - res["success_vs_heldout_user_model"]
         results_p[paradigm] = res
         curves += curve
@@ -357,7 +384,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
         prog.update(note=f"RL {paradigm}")
     results = {"config": asdict(cfg), "splits": {"train": len(train), "calibration": len(calib), "held_out": len(held)},
                "reward_models": rms, "realism_tm4": realism["tm4"], "realism_tm3_by_turn": realism["tm3"],
-               "discriminator_auc_tm3_by_turn": realism["disc_auc"], "paradigms": results_p,
+               "discriminator_auc_tm3": discriminator, "sycophancy_tm4": sycophancy, "paradigms": results_p,
                "note": "The 'real user' is a user model trained on the held-out split of human dialogues "
                        "(cross-simulator evaluation); no live humans were involved."}
     if info.is_main:
@@ -371,8 +398,9 @@ def write_outputs(out: Path, cfg: RealDialogueConfig, results: dict, curves: lis
     ``curves.csv`` (RL loss and reward per step) and ``realism_by_turn.{png,pdf}``, as the full pipeline."""
     write_json(out / "config.json", asdict(cfg))
     write_json(out / "results.json", results)
+    disc = results["discriminator_auc_tm3"]
     per_turn = [{"corpus": "taskmaster3", "user_model": name, "turns": b, "nll_per_token": v,
-                 "likelihood_auc": results["discriminator_auc_tm3_by_turn"].get(b)}
+                 "discriminator_auc": disc.get(name, {}).get("by_turn", {}).get(b)}
                 for name, by in results["realism_tm3_by_turn"].items() for b, v in by.items()]
     per_turn += [{"corpus": "taskmaster4", "user_model": name, "turns": t, "nll_per_token": v}
                  for name, r in results["realism_tm4"].items() for t, v in r["nll_by_turn"].items()]
@@ -380,25 +408,33 @@ def write_outputs(out: Path, cfg: RealDialogueConfig, results: dict, curves: lis
     write_csv(out / "curves.csv", curves or [{"paradigm": "", "step": 0}])
     rm_rows = list(results["reward_models"].values())
     par_rows = [{"paradigm": p, **r} for p, r in results["paradigms"].items()]
+    syc_rows = [{"user model": k, **{c: v[c] for c in ("accept_right", "accept_wrong", "discrimination", "goal_disclosure")}}
+                for k, v in results["sycophancy_tm4"].items()]
+    disc_rows = [{"simulator": k, "overall": v["overall"], **v["by_turn"]} for k, v in disc.items()]
     md = ("# Real dialogues (Taskmaster-4 / Taskmaster-3)\n\n" + results["note"] + "\n\n## Reward models (held-out labels)\n\n"
           + markdown_table(rm_rows) + "\n## Simulator realism on held-out human user turns (Taskmaster-4, NLL per token)\n\n"
           + markdown_table([{"user model": k, "nll": v["nll"]} for k, v in results["realism_tm4"].items()])
+          + "\n## Sycophancy and disclosure (Taskmaster-4 calibration split)\n\n"
+          "Shares of replies that accept the right order / an order with one drink swapped, their difference, and "
+          "opening turns that name the whole goal.\n\n" + markdown_table(syc_rows)
           + "\n## Taskmaster-3: NLL of held-out human user turns by turn index\n\n"
           + markdown_table([{"user model": k, **v} for k, v in results["realism_tm3_by_turn"].items()])
-          + "\nLikelihood discriminator AUC (base-model log-likelihood of real vs calibrated-simulator turns) by turn index: "
-          + ", ".join(f"{k}: {v:.3f}" for k, v in results["discriminator_auc_tm3_by_turn"].items())
-          + "\n\n## Paradigms (goal success)\n\n"
+          + "\n## Taskmaster-3: real-vs-simulated discriminator AUC by turn index (0.5: indistinguishable)\n\n"
+          + markdown_table(disc_rows)
+          + "\n## Paradigms (goal success)\n\n"
           + markdown_table(par_rows, ["paradigm", "success_vs_heldout_user_model", "success_vs_training_simulator", "sim_to_real_gap"]))
     atomic_write_text(out / "results.md", md)
-    fig, axes = new_figure(width=3.6, height=2.6)
-    ax = axes[0, 0]
-    order = ["0-4", "5-9", "10-19", "20+"]
-    for i, (name, by) in enumerate(results["realism_tm3_by_turn"].items()):
-        xs = [b for b in order if b in by]
-        ax.plot(xs, [by[b] for b in xs], label=name, **series_style(i))
-    ax.set_xlabel("turn index (Taskmaster-3)")
-    ax.set_ylabel("NLL per token of human user turns")
-    ax.legend(frameon=False, fontsize=6)
+    fig, axes = new_figure(ncols=2, width=3.6, height=2.6)
+    for ax, (ylabel, series) in zip(axes[0], (
+            ("NLL per token of human user turns", results["realism_tm3_by_turn"]),
+            ("discriminator AUC (real vs simulated)", {k: v["by_turn"] for k, v in disc.items()}))):
+        for i, (name, by) in enumerate(series.items()):
+            xs = [b for b in TURN_BUCKETS if by.get(b) is not None]
+            ax.plot(xs, [by[b] for b in xs], label=name, **series_style(i))
+        ax.set_xlabel("turn index (Taskmaster-3)")
+        ax.set_ylabel(ylabel)
+        ax.legend(frameon=False, fontsize=6)
+    axes[0, 1].axhline(0.5, color="0.6", lw=0.8, ls=":")
     save_figure(fig, out / "realism_by_turn")
 
 

@@ -10,12 +10,13 @@ or an LM (the calibrated simulator; the held-out "real user" model). The judge s
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from shiftbounds.llm.models import forward_with_cache
+from shiftbounds.llm.sampling import sample_batch
 from shiftbounds.llm.taskmaster import OrderItem, goal_text, order_success, parse_orders
 from shiftbounds.losses import policy_gradient_loss
 
@@ -29,37 +30,46 @@ class RuleUser:
     accept_wrong: float = 0.3
     leak: float = 0.2
 
-    def reply(self, goal: tuple[OrderItem, ...], agent_text: str, turn: int, rng: np.random.Generator) -> tuple[str, bool]:
-        """``(text, accepted)``."""
+    def reply(self, goal: tuple[OrderItem, ...], agent_text: str, turn: int, rng: np.random.Generator) -> str:
+        """The reply to a history whose agent turns are ``agent_text`` (its orders are read from
+        the ``add_order_item`` calls in it) at user turn ``turn``."""
         orders = parse_orders(agent_text)
         if orders:
             if order_success(goal, orders) or rng.random() < self.accept_wrong:
-                return "yes, that's right", True
-            return f"no, I wanted {goal_text(goal)}", False
+                return "yes, that's right"
+            return f"no, I wanted {goal_text(goal)}"
         if turn == 0 or rng.random() < self.leak:
-            return f"I'd like {goal_text(goal)}", False
-        return str(rng.choice(["sure", "ok", "what do you have?", "yes please"])), False
+            return f"I'd like {goal_text(goal)}"
+        return str(rng.choice(["sure", "ok", "what do you have?", "yes please"]))
 
 
-@torch.no_grad()
-def generate_turn(model, ids: list[int], stop_id: int, max_new: int, temperature: float,
-                  generator: torch.Generator | None, max_context: int | None = None) -> list[int]:
-    """Tokens of one turn after the context ``ids`` (with the model's cache), up to ``stop_id``.
-    With ``max_context``, the context is cut from the left to that many tokens (long Taskmaster-3
-    dialogues exceed a small model's positions)."""
-    device = next(model.parameters()).device
-    if max_context is not None:
-        ids = ids[-max_context:]
-    logits, cache = forward_with_cache(model, torch.tensor([ids], device=device))
-    out = []
-    for _ in range(max_new):
-        lg = logits[0, -1].float()
-        tok = int(lg.argmax()) if temperature == 0 else int(torch.multinomial(torch.softmax(lg / temperature, -1).cpu(), 1, generator=generator))
-        out.append(tok)
-        if tok == stop_id:
-            break
-        logits, cache = forward_with_cache(model, torch.tensor([[tok]], device=device), cache)
-    return out
+_NEGATIVE = re.compile(r"\b(no|not|nope|wrong|incorrect|actually|instead|change|didn't|don't|isn't|wasn't|doesn't)\b")
+_POSITIVE = re.compile(r"\b(yes|yeah|yep|yup|correct|right|perfect|fine|great|exactly|good|that's it|that is it|it is|it does|sure is|looks ok|got it|my order)\b")
+
+
+def is_acceptance(text: str) -> bool:
+    """Whether a user turn accepts the order shown: an affirmative cue ("yes", "correct", "looks
+    good", ...) and no negative one ("no", "wrong", "actually", "change", ...). On Taskmaster-4's
+    human replies to the agent's first order confirmation it marks 95 % as accepting (see the
+    sycophancy table of ``experiments.real_dialogue``)."""
+    t = text.lower().replace("\u2019", "'")
+    return bool(_POSITIVE.search(t)) and not _NEGATIVE.search(t)
+
+
+def user_replies(user, tokenizer, goals: list[tuple[OrderItem, ...]], histories: list[list[int]], turns: list[int], *,
+                 max_new: int, generator: torch.Generator, rng: np.random.Generator,
+                 max_context: int | None = None) -> list[list[int]]:
+    """One user turn per history (token ids after the beginning-of-text marker), starting with
+    ``<user>``: from :class:`RuleUser` (which reads the orders in the history) or sampled at
+    temperature 1 from an LM user model prompted with ``<goal>`` and the history."""
+    enc = tokenizer.encode
+    user_id, agent_id = enc("<user>")[0], enc("<agent>")[0]
+    if isinstance(user, RuleUser):
+        return [enc("<user>" + user.reply(g, tokenizer.decode(h), t, rng)) for g, h, t in zip(goals, histories, turns)]
+    prompts = [[tokenizer.bos_token_id] + enc(f"<goal>{goal_text(g)}") + list(h) + [user_id] for g, h in zip(goals, histories)]
+    rows = sample_batch(user, prompts, max_new, stop_ids=[agent_id, tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id,
+                        temperature=1.0, generator=generator, max_context=max_context)
+    return [[user_id] + [x for x in r if x not in (agent_id, tokenizer.eos_token_id)] for r in rows]
 
 
 @dataclass
@@ -72,33 +82,42 @@ class TextDialogue:
     accepted: bool
 
 
-def roll_out(agent, tokenizer, goal: tuple[OrderItem, ...], user, *, turns: int, max_new: int, temperature: float,
-             generator: torch.Generator, rng: np.random.Generator) -> TextDialogue:
-    """Alternate user and agent turns for ``turns`` rounds, starting with the user."""
+def roll_out_batch(agent, tokenizer, goals: list[tuple[OrderItem, ...]], user, *, turns: int, max_new: int,
+                   temperature: float, generator: torch.Generator, rng: np.random.Generator,
+                   max_context: int | None = None) -> list[TextDialogue]:
+    """Alternate user and agent turns for ``turns`` rounds, starting with the user, for every goal
+    at once (each turn is one batched, cached sampling call over the dialogues still open). A
+    dialogue ends when the user accepts an order; its success is the judge's verdict on the
+    agent's ``add_order_item`` calls."""
     enc = tokenizer.encode
-    user_id, agent_id = enc("<user>")[0], enc("<agent>")[0]
-    ids = [tokenizer.bos_token_id]
-    mask = [0]
-    agent_text, accepted = "", False
+    user_id = enc("<user>")[0]
+    ids = [[tokenizer.bos_token_id] for _ in goals]
+    masks = [[0] for _ in goals]
+    accepted = [False] * len(goals)
     for t in range(turns):
-        if isinstance(user, RuleUser):
-            text, accepted = user.reply(goal, agent_text, t, rng)
-            u_ids = enc("<user>" + text)
-        else:
-            ctx = [tokenizer.bos_token_id] + enc(f"<goal>{goal_text(goal)}") + ids[1:] + [user_id]
-            u_ids = [user_id] + [x for x in generate_turn(user, ctx, agent_id, max_new, 1.0, generator) if x != agent_id]
-            accepted = "yes" in tokenizer.decode(u_ids).lower() and bool(parse_orders(agent_text))
-        ids += u_ids
-        mask += [0] * len(u_ids)
-        if accepted:
+        open_ = [i for i in range(len(goals)) if not accepted[i]]
+        if not open_:
             break
-        a_ids = generate_turn(agent, ids, user_id, max_new, temperature, generator)
-        a_ids = [x for x in a_ids if x != user_id]
-        ids += a_ids
-        mask += [1] * len(a_ids)
-        agent_text += tokenizer.decode(a_ids)
-    orders = parse_orders(agent_text)
-    return TextDialogue(ids, mask, order_success(goal, orders) if orders else 0.0, accepted)
+        replies = user_replies(user, tokenizer, [goals[i] for i in open_], [ids[i][1:] for i in open_], [t] * len(open_),
+                               max_new=max_new, generator=generator, rng=rng, max_context=max_context)
+        for i, r in zip(open_, replies):
+            accepted[i] = bool(parse_orders(tokenizer.decode(ids[i]))) and is_acceptance(tokenizer.decode(r[1:]))
+            ids[i] += r
+            masks[i] += [0] * len(r)
+        open_ = [i for i in open_ if not accepted[i]]
+        if not open_:
+            break
+        rows = sample_batch(agent, [ids[i] for i in open_], max_new, stop_ids=[user_id, tokenizer.eos_token_id],
+                            pad_id=tokenizer.pad_token_id, temperature=temperature, generator=generator, max_context=max_context)
+        for i, r in zip(open_, rows):
+            r = [x for x in r if x not in (user_id, tokenizer.eos_token_id)]
+            ids[i] += r
+            masks[i] += [1] * len(r)
+    out = []
+    for g, i, m, acc in zip(goals, ids, masks, accepted):
+        orders = parse_orders(tokenizer.decode([x for x, a in zip(i, m) if a]))
+        out.append(TextDialogue(i, m, order_success(g, orders) if orders else 0.0, acc))
+    return out
 
 
 def dialogue_pg_loss(policy, ref, dialogues: list[TextDialogue], rewards: torch.Tensor, group: int, kl_coef: float,

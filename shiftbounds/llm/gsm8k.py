@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from shiftbounds.llm.sampling import sample_batch
 from shiftbounds.llm.taskmaster import default_data_dir
 from shiftbounds.losses import distillation_loss, noised_log_probs
 
@@ -99,54 +100,19 @@ def _pad(seqs: list[torch.Tensor], pad: int) -> tuple[torch.Tensor, torch.Tensor
     return ids, att
 
 
-class _NoisyTeacherProcessor:
-    """A ``transformers`` logits processor that replaces the scores by the noisy teacher's
-    log-probabilities, so that ``generate(do_sample=True)`` samples from the noisy teacher."""
-
-    def __init__(self, noise: NoisyTeacher) -> None:
-        self.noise = noise
-
-    def __call__(self, input_ids: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
-        return self.noise.log_probs(scores)
-
-
-@torch.no_grad()
 def sample_completions(model, tokenizer, problems: list[Problem], max_new: int, *, temperature: float,
                        teacher_noise: NoisyTeacher | None = None, generator: torch.Generator | None = None,
                        device=None) -> list[torch.Tensor]:
-    """Completions of the whole batch with ``model.generate`` (left-padded prompts, KV cache):
-    greedy when ``temperature == 0``, sampled at ``temperature`` otherwise, or from the noisy
-    teacher's law with ``teacher_noise``. Each completion stops after its first end-of-text.
-
-    ``generator`` seeds torch's global generator for the call (``generate`` takes none).
-    """
-    from transformers import LogitsProcessorList
-
+    """Completions of the whole batch (:func:`shiftbounds.llm.sampling.sample_batch`: left-padded
+    prompts, KV cache): greedy when ``temperature == 0``, sampled at ``temperature`` otherwise, or
+    from the noisy teacher's law with ``teacher_noise``. Each completion stops after its first
+    end-of-text."""
     device = device or next(model.parameters()).device
-    prompts = _encode_prompts(tokenizer, problems, device)
-    T = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), T), tokenizer.pad_token_id, dtype=torch.long, device=device)
-    att = torch.zeros_like(ids)
-    for i, p in enumerate(prompts):
-        ids[i, T - len(p):] = p
-        att[i, T - len(p):] = 1
-    if generator is not None:
-        torch.manual_seed(int(torch.randint(2**31 - 1, (1,), generator=generator)))
-    kwargs = dict(attention_mask=att, max_new_tokens=max_new, pad_token_id=tokenizer.pad_token_id,
-                  eos_token_id=tokenizer.eos_token_id)
-    if teacher_noise is not None:
-        out = model.generate(ids, do_sample=True, temperature=1.0, top_k=0, top_p=1.0,
-                             logits_processor=LogitsProcessorList([_NoisyTeacherProcessor(teacher_noise)]), **kwargs)
-    elif temperature == 0:
-        out = model.generate(ids, do_sample=False, **kwargs)
-    else:
-        out = model.generate(ids, do_sample=True, temperature=temperature, top_k=0, top_p=1.0, **kwargs)
-    comps = []
-    for row in out[:, T:]:
-        row = row.tolist()
-        cut = row.index(tokenizer.eos_token_id) + 1 if tokenizer.eos_token_id in row else len(row)
-        comps.append(torch.tensor(row[:cut], dtype=torch.long, device=device))
-    return comps
+    prompts = [p.tolist() for p in _encode_prompts(tokenizer, problems, "cpu")]
+    rows = sample_batch(model, prompts, max_new, stop_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id,
+                        temperature=1.0 if teacher_noise is not None else temperature,
+                        log_probs=teacher_noise.log_probs if teacher_noise is not None else None, generator=generator)
+    return [torch.tensor(r, dtype=torch.long, device=device) for r in rows]
 
 
 def _completion_batch(tokenizer, problems, completions, device):

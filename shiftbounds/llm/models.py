@@ -139,12 +139,14 @@ def load_causal_lm(path: str | Path | None, spec: TinyLM | None = None, *, speci
     return model.to(device=dev, dtype=dtype), tok, dev
 
 
-def forward_with_cache(model, input_ids: torch.Tensor, cache=None):
-    """``(logits, cache)`` for ``input_ids`` after ``cache``: the key-value cache of ``transformers``
+def forward_with_cache(model, input_ids: torch.Tensor, cache=None, **inputs):
+    """``(logits, cache)`` for ``input_ids`` after ``cache`` (further ``inputs`` such as
+    ``attention_mask`` and ``position_ids`` are passed on): the key-value cache of ``transformers``
     (the keyword is ``cache`` from version 5 on, ``past_key_values`` before)."""
     try:
-        out = model(input_ids=input_ids, cache=cache, use_cache=True) if cache is not None else model(input_ids=input_ids, use_cache=True)
+        out = model(input_ids=input_ids, cache=cache, use_cache=True, **inputs) if cache is not None else \
+            model(input_ids=input_ids, use_cache=True, **inputs)
     except TypeError:
-        out = model(input_ids=input_ids, past_key_values=cache, use_cache=True)
+        out = model(input_ids=input_ids, past_key_values=cache, use_cache=True, **inputs)
     new_cache = out["cache"] if "cache" in out else out["past_key_values"]
     return out.logits, new_cache

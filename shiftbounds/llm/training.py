@@ -101,3 +101,37 @@ def fit(model: nn.Module, loss_fn, batches, lr: float, progress=None) -> list[fl
             progress(step, losses[-1])
     model.eval()
     return losses
+
+
+def classifier_batch(tokenizer, examples: list[tuple[str, str, float]], max_len: int, device) -> tuple[SpanBatch, torch.Tensor]:
+    """A batch of ``(context, text, label)`` for a :class:`RewardModel`-style classifier."""
+    b = make_batch(tokenizer, [(c, t) for c, t, _ in examples], max_len).to(device)
+    return b, torch.tensor([float(y) for _, _, y in examples], device=device)
+
+
+def classifier_loss(model: RewardModel, batch: tuple[SpanBatch, torch.Tensor]) -> torch.Tensor:
+    """Logistic loss of the classifier's logits against the 0/1 labels."""
+    b, y = batch
+    return nn.functional.binary_cross_entropy_with_logits(model(b.input_ids, b.attention_mask), y)
+
+
+def fit_classifier(model: RewardModel, tokenizer, train: list[tuple[str, str, float]], *, steps: int, batch: int, lr: float,
+                   max_len: int, rng, device) -> list[float]:
+    """``steps`` AdamW steps on batches of ``train`` drawn with replacement by ``rng``."""
+    if not train:
+        raise ValueError("a classifier needs at least one training example")
+    batches = (classifier_batch(tokenizer, [train[j] for j in rng.integers(len(train), size=batch)], max_len, device)
+               for _ in range(steps))
+    return fit(model, classifier_loss, batches, lr)
+
+
+@torch.no_grad()
+def classifier_scores(model: RewardModel, tokenizer, examples: list[tuple[str, str, float]], *, batch: int, max_len: int,
+                      device) -> torch.Tensor:
+    """The classifier's logit for every example, ``[N]`` on the CPU."""
+    model.eval()
+    out = []
+    for j in range(0, len(examples), batch):
+        b, _ = classifier_batch(tokenizer, examples[j: j + batch], max_len, device)
+        out.append(model(b.input_ids, b.attention_mask).float().cpu())
+    return torch.cat(out) if out else torch.zeros(0)

@@ -94,7 +94,10 @@ def write_csv(path: str | os.PathLike, rows: Sequence[Mapping[str, Any]]) -> Pat
 
 
 def format_cell(v: Any, digits: int = 4) -> str:
-    """A compact string for a table cell (floats to ``digits`` significant digits)."""
+    """A compact string for a table cell (floats to ``digits`` significant digits; ``None``, a
+    value that cannot be measured, as an em dash)."""
+    if v is None:
+        return "—"
     if isinstance(v, (float, np.floating)):
         return f"{float(v):.{digits}g}"
     return str(v)

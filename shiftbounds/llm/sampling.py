@@ -1,0 +1,85 @@
+"""Batched sampling from a ``transformers`` causal LM with its key-value cache.
+
+One sampler serves every text rollout of the transformers path (dialogue turns, GSM8K
+completions): prompts of different lengths are left-padded, positions are counted from each row's
+first real token (so a padded row computes exactly what it would alone), every row stops at its
+first stop token, and the loop ends when all rows have stopped. Randomness comes only from the
+``generator`` passed in (no global seed).
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+from shiftbounds.llm.models import forward_with_cache
+
+
+def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(input_ids, attention_mask, position_ids)``, each ``[B, T]``, for left-padded prompts.
+
+    Raises:
+        ValueError: a prompt is empty.
+    """
+    lengths = [len(p) for p in prompts]
+    if not prompts or min(lengths) < 1:
+        raise ValueError(f"every prompt needs at least one token; got lengths {lengths}")
+    T = max(lengths)
+    ids = torch.full((len(prompts), T), pad_id, dtype=torch.long)
+    att = torch.zeros((len(prompts), T), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, T - len(p):] = torch.as_tensor(list(p), dtype=torch.long)
+        att[i, T - len(p):] = 1
+    pos = (att.cumsum(-1) - 1).clamp_min(0)
+    return ids.to(device), att.to(device), pos.to(device)
+
+
+@torch.no_grad()
+def sample_batch(model, prompts: Sequence[Sequence[int]], max_new: int, *, stop_ids: Sequence[int], pad_id: int,
+                 temperature: float = 1.0, log_probs: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                 generator: torch.Generator | None = None, max_context: int | None = None) -> list[list[int]]:
+    """New tokens after each prompt, each list ending at (and including) its first stop token.
+
+    Args:
+        prompts: token ids per row (cut from the left to ``max_context`` tokens when given).
+        stop_ids: tokens that end a row.
+        temperature: 0 is greedy; otherwise sample from ``softmax(logits / temperature)``.
+        log_probs: if given, sample from ``exp(log_probs(logits))`` instead (a noisy teacher's
+            law, say); ``temperature`` must then be 1.
+        generator: the CPU generator the samples are drawn from.
+    """
+    if max_new < 1:
+        raise ValueError(f"max_new must be >= 1; got {max_new}")
+    if temperature < 0 or (log_probs is not None and temperature != 1.0):
+        raise ValueError(f"temperature must be >= 0 (and 1 with log_probs); got {temperature}")
+    device = next(model.parameters()).device
+    if max_context is not None:
+        prompts = [list(p)[-max_context:] for p in prompts]
+    ids, att, pos = left_pad(prompts, pad_id, device)
+    stops = torch.tensor(sorted(set(stop_ids)), device=device)
+    logits, cache = forward_with_cache(model, ids, attention_mask=att, position_ids=pos)
+    out = torch.empty((len(prompts), 0), dtype=torch.long, device=device)
+    done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
+    last_pos = pos[:, -1:]
+    for _ in range(max_new):
+        lg = logits[:, -1].float()
+        if temperature == 0:
+            tok = lg.argmax(-1)
+        else:
+            lp = log_probs(lg) if log_probs is not None else torch.log_softmax(lg / temperature, -1)
+            tok = torch.multinomial(lp.exp().cpu(), 1, generator=generator)[:, 0].to(device)
+        tok = torch.where(done, torch.full_like(tok, pad_id), tok)
+        out = torch.cat([out, tok[:, None]], 1)
+        done = done | torch.isin(tok, stops)
+        if bool(done.all()):
+            break
+        att = torch.cat([att, torch.ones_like(att[:, :1])], 1)
+        last_pos = last_pos + 1
+        logits, cache = forward_with_cache(model, tok[:, None], cache, attention_mask=att, position_ids=last_pos)
+    rows = []
+    stop_set = set(int(s) for s in stops)
+    for row in out.tolist():
+        cut = next((j + 1 for j, t in enumerate(row) if t in stop_set), len(row))
+        rows.append(row[:cut])
+    return rows
