@@ -30,7 +30,7 @@ from shiftbounds.llm.gsm8k import METHODS, SPECIALS, NoisyTeacher, exact_match, 
 from shiftbounds.llm.models import TinyLM, load_causal_lm
 from shiftbounds.llm.training import fit, make_batch, span_nll
 from shiftbounds.utils.cli import parse_config
-from shiftbounds.utils.io import atomic_write_text, markdown_table, read_json, write_json
+from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_json
 from shiftbounds.utils.progress import Progress
 
 
@@ -55,6 +55,7 @@ class GSM8KConfig:
     d_model: int = field(default=64, metadata={"help": "tiny model width"})
     n_layer: int = field(default=2, metadata={"help": "tiny model depth"})
     device: str = field(default="auto", metadata={"help": "auto, cpu or cuda"})
+    gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations in the backward pass (less memory)"})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
     out_dir: str = field(default="results/gsm8k_distill/smoke", metadata={"help": "results folder"})
 
@@ -73,13 +74,15 @@ PRESETS = {
     "smoke": {"methods": ("bc", "opd-F", "nail-F", "nail-Mixed"), "etas": (0.0, 0.2), "n_train": 16, "n_test": 8,
               "steps": 3, "batch": 2, "max_new": 24, "teacher_steps": 5, "d_model": 32, "n_layer": 1},
     "gpu": {"etas": (0.0, 0.1, 0.2), "seeds": 2, "n_train": 7473, "n_test": 1319, "steps": 500, "batch": 16,
-            "max_new": 384, "lr": 1e-5, "teacher_steps": 0, "out_dir": "results/gsm8k_distill/gpu"},
+            "max_new": 384, "lr": 1e-5, "teacher_steps": 0, "gradient_checkpointing": True,
+            "out_dir": "results/gsm8k_distill/gpu"},
 }
 
 
 def _model(path: str, cfg: GSM8KConfig, seed: int):
     spec = TinyLM("gpt2", cfg.d_model, cfg.n_layer, 4, 1024)
-    return load_causal_lm(path or None, spec, special_tokens=SPECIALS, device=cfg.device, seed=seed)
+    return load_causal_lm(path or None, spec, special_tokens=SPECIALS, device=cfg.device,
+                          gradient_checkpointing=cfg.gradient_checkpointing, seed=seed)
 
 
 def run(cfg: GSM8KConfig, stream=sys.stderr) -> dict:
@@ -97,6 +100,9 @@ def run(cfg: GSM8KConfig, stream=sys.stderr) -> dict:
     teacher_em = exact_match(teacher, tok, test, cfg.max_new)
     jobs = [(m, e, k) for e in cfg.etas for m in cfg.methods for k in range(cfg.seeds)]
     prog = Progress(len(jobs) * cfg.steps, "gsm8k_distill", stream=stream, enabled=info.is_main)
+    if info.is_main:
+        # one file per (method, eta, seed): adding methods, noise levels or seeds reuses the others
+        guard_resume(out / "runs", asdict(cfg), ignore=("out_dir", "device", "gradient_checkpointing", "methods", "etas", "seeds"))
     runs = []
     for method, eta, k in jobs:
         path = out / "runs" / f"{method}_eta{eta}_seed{k}.json"

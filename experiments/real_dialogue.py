@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from shiftbounds.llm.dialogue import RuleUser, dialogue_pg_loss, roll_out_batch
+from shiftbounds.llm.dialogue import RuleUser, dialogue_pg_loss, roll_out_batch, user_prompt
 from shiftbounds.llm.distributed import all_mean, init_from_env, shard, wrap
 from shiftbounds.llm.models import TinyLM, load_causal_lm
 from shiftbounds.llm.taskmaster import (
@@ -65,10 +65,11 @@ from shiftbounds.llm.training import (
 )
 from shiftbounds.utils.cli import parse_config
 from shiftbounds.losses import group_advantages, policy_gradient_loss
-from shiftbounds.utils.io import atomic_torch_save, atomic_write_text, markdown_table, read_json, write_csv, write_json
+from shiftbounds.utils.io import (atomic_torch_save, atomic_write_text, guard_resume, markdown_table, read_json, write_csv,
+                                  write_json)
 from shiftbounds.utils.plotting import new_figure, save_figure, series_style
 from shiftbounds.utils.progress import Progress
-from shiftbounds.utils.stats import roc_auc
+from shiftbounds.utils.stats import Estimate, auc_ci, roc_auc
 
 
 @dataclass(frozen=True)
@@ -79,10 +80,11 @@ class RealDialogueConfig:
     policy_model: str = field(default="", metadata={"help": "local agent model folder (empty: tiny model from a config)"})
     user_model: str = field(default="", metadata={"help": "local user-model folder (empty: tiny model from a config)"})
     n_dialogues: int = field(default=2760, metadata={"help": "Taskmaster-4 dialogues used"})
-    n_labels: int = field(default=3228, metadata={"help": "reward labels per corpus"})
+    n_labels: int = field(default=0, metadata={"help": "reward labels per corpus (0: all; 3,228 on Taskmaster-4, 3,667 on Taskmaster-3)"})
     n_tm3_turns: int = field(default=14759, metadata={"help": "Taskmaster-3 user turns for per-turn realism"})
     max_len: int = field(default=512, metadata={"help": "tokens per training sequence"})
-    sft_steps: int = field(default=200, metadata={"help": "SFT / reward-model steps"})
+    sft_steps: int = field(default=200, metadata={"help": "SFT steps (agent and user models)"})
+    classifier_steps: int = field(default=200, metadata={"help": "steps of each reward model and discriminator"})
     batch: int = field(default=8, metadata={"help": "sequences per step"})
     lr: float = field(default=1e-3, metadata={"help": "learning rate (SFT, reward models)"})
     rl_steps: int = field(default=20, metadata={"help": "policy-gradient steps per paradigm"})
@@ -101,11 +103,14 @@ class RealDialogueConfig:
     d_model: int = field(default=64, metadata={"help": "tiny model width"})
     n_layer: int = field(default=2, metadata={"help": "tiny model depth"})
     device: str = field(default="auto", metadata={"help": "auto, cpu or cuda"})
+    gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations in the backward pass (less memory)"})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
     out_dir: str = field(default="results/real_dialogue/smoke", metadata={"help": "results folder"})
 
     def __post_init__(self) -> None:
-        for k in ("n_dialogues", "n_labels", "n_tm3_turns", "sft_steps", "batch", "rl_steps", "goals_per_step", "turns",
+        if self.n_labels < 0:
+            raise ValueError(f"--n-labels must be >= 0 (0: all); got {self.n_labels}")
+        for k in ("n_dialogues", "n_tm3_turns", "sft_steps", "classifier_steps", "batch", "rl_steps", "goals_per_step", "turns",
                   "max_new", "n_eval", "n_probe", "n_disc", "gen_batch"):
             if getattr(self, k) < 1:
                 raise ValueError(f"--{k.replace('_', '-')} must be >= 1; got {getattr(self, k)}")
@@ -118,18 +123,23 @@ class RealDialogueConfig:
 
 
 PRESETS = {
-    "smoke": {"n_dialogues": 40, "n_labels": 64, "n_tm3_turns": 64, "max_len": 256, "sft_steps": 4, "batch": 4,
+    "smoke": {"n_dialogues": 40, "n_labels": 64, "n_tm3_turns": 64, "max_len": 256, "sft_steps": 4, "classifier_steps": 4, "batch": 4,
               "rl_steps": 2, "goals_per_step": 1, "group": 2, "turns": 2, "max_new": 24, "n_eval": 3, "d_model": 32,
               "n_layer": 1, "n_probe": 4, "n_disc": 8, "gen_batch": 8},
-    "gpu": {"n_dialogues": 2000, "max_len": 1024, "sft_steps": 2000, "batch": 16, "lr": 2e-5, "rl_steps": 200,
+    "cpu": {"max_len": 384, "d_model": 128, "n_layer": 4, "batch": 16, "lr": 2e-3, "sft_steps": 800, "classifier_steps": 200,
+            "n_tm3_turns": 4000, "rl_steps": 40, "goals_per_step": 4, "group": 4, "turns": 2, "max_new": 192, "n_eval": 64,
+            "n_probe": 552, "n_disc": 300, "gen_batch": 64, "out_dir": "results/real_dialogue/cpu"},
+    "gpu": {"n_dialogues": 2000, "max_len": 1024, "sft_steps": 2000, "classifier_steps": 1000, "batch": 16, "lr": 2e-5, "rl_steps": 200,
             "goals_per_step": 8, "group": 4, "turns": 4, "max_new": 256, "n_eval": 200, "rl_lr": 1e-6,
-            "n_probe": 552, "n_disc": 2000, "gen_batch": 64, "out_dir": "results/real_dialogue/gpu"},
+            "n_probe": 552, "n_disc": 2000, "gen_batch": 64, "gradient_checkpointing": True,
+            "out_dir": "results/real_dialogue/gpu"},
 }
 
 
 def _lm(path: str, cfg: RealDialogueConfig, seed: int):
     return load_causal_lm(path or None, TinyLM("gpt2", cfg.d_model, cfg.n_layer, 4, max(1024, cfg.max_len)),
-                          special_tokens=ROLE_TOKENS, device=cfg.device, seed=seed)
+                          special_tokens=ROLE_TOKENS, device=cfg.device,
+                          gradient_checkpointing=cfg.gradient_checkpointing, seed=seed)
 
 
 def _pairs_agent(dialogues) -> list[tuple[str, str]]:
@@ -150,7 +160,7 @@ def _pairs_user(dialogues) -> list[tuple[str, str, int]]:
     for d in dialogues:
         for i, (role, text) in enumerate(d.turns):
             if role == "user":
-                out.append((f"<goal>{render_tm4(d, upto=0, with_goal=True)[6:]}" + render_tm4(d, upto=i), f"<user>{text}", i))
+                out.append((user_prompt(d.goal, render_tm4(d, upto=i)), f"<user>{text}", i))
     return out
 
 
@@ -173,7 +183,7 @@ def _nll_by_turn(model, tok, pairs, cfg, dev) -> dict:
 
 def reward_model_stage(corpus: str, cfg: RealDialogueConfig, rng) -> tuple[dict, RewardModel]:
     """Train a reward model on 80 % of the labels (split by conversation); held-out accuracy and AUC."""
-    labels = load_reward_labels(corpus, cfg.data_dir or None, cfg.n_labels)
+    labels = load_reward_labels(corpus, cfg.data_dir or None, cfg.n_labels or None)
     ids = sorted({x.dialogue_id for x in labels})
     held = set(rng.permutation(ids)[: max(1, len(ids) // 5)].tolist())
     train = [x for x in labels if x.dialogue_id not in held]
@@ -181,7 +191,7 @@ def reward_model_stage(corpus: str, cfg: RealDialogueConfig, rng) -> tuple[dict,
     lm, tok, dev = _lm(cfg.policy_model, cfg, cfg.seed + 11)
     rm = RewardModel(lm).to(dev)
     kw = dict(batch=cfg.batch, max_len=cfg.max_len, device=dev)
-    fit_classifier(rm, tok, [(x.context, x.generation, x.reward) for x in train], steps=cfg.sft_steps, lr=cfg.lr, rng=rng, **kw)
+    fit_classifier(rm, tok, [(x.context, x.generation, x.reward) for x in train], steps=cfg.classifier_steps, lr=cfg.lr, rng=rng, **kw)
     scores = classifier_scores(rm, tok, [(x.context, x.generation, x.reward) for x in test], **kw).numpy()
     ys = np.array([x.reward for x in test])
     auc = roc_auc(scores, ys) if 0 < ys.sum() < len(ys) else float("nan")
@@ -231,6 +241,8 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     info = init_from_env()
     out = Path(cfg.out_dir)
     st = _Stages(cfg, info)
+    if info.is_main:
+        guard_resume(st.folder, asdict(cfg), ignore=("out_dir", "device", "gradient_checkpointing"))
     prog = Progress(9, "real_dialogue", stream=stream, enabled=info.is_main)
     # 1. data
     dialogues = load_tm4(cfg.data_dir or None, cfg.n_dialogues)
@@ -284,7 +296,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
         make = lambda: RewardModel(_lm(cfg.user_model, cfg, cfg.seed + 13)[0]).to(dev)  # noqa: E731
         d_train = [tm3_train[j] for j in st.rng(9, 0).permutation(len(tm3_train))[: cfg.n_disc]]
         d_held = tm3_held[: cfg.n_disc]
-        return {name: discriminator_auc_by_turn(make, sim, tok, d_train, d_held, steps=cfg.sft_steps, batch=cfg.batch,
+        return {name: discriminator_auc_by_turn(make, sim, tok, d_train, d_held, steps=cfg.classifier_steps, batch=cfg.batch,
                                                 lr=cfg.lr, max_len=cfg.max_len, max_new=cfg.max_new,
                                                 generator=st.gen(9, i + 1), rng=st.rng(9, i + 1), device=dev)
                 for i, (name, sim) in enumerate((("prompted (base model)", base), ("calibrated (SFT on TM-3 train)", tm3_cal)))}
@@ -315,6 +327,17 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     eval_goals = shard([d.goal for d in held][: cfg.n_eval], info)
     users = {"interactive": RuleUser(cfg.accept_wrong, cfg.leak), "calibrated": calibrated}
     user_id = atok.encode("<user>")[0]
+
+    def success_vs(policy, user, key: int) -> float:
+        """Goal success over the evaluation goals (the same random numbers for every agent)."""
+        vals = [d.success for j in range(0, len(eval_goals), cfg.gen_batch)
+                for d in roll_out_batch(policy, atok, eval_goals[j: j + cfg.gen_batch], user, turns=cfg.turns,
+                                        max_new=cfg.max_new, temperature=1.0, generator=st.gen(11, key, j),
+                                        rng=st.rng(11, key, j), max_context=cfg.max_len - cfg.max_new)]
+        return all_mean(float(np.mean(vals)) if vals else 0.0, info)
+
+    # the shared starting point of the paradigms, for reference
+    sft_agent = st.json("agent_sft_eval", lambda: {"success_vs_heldout_user_model": success_vs(agent0, real_model, 0)})
     results_p, curves = {}, []
     for p_idx, paradigm in enumerate(("static", "interactive", "calibrated")):
         cached = st.folder / f"paradigm_{paradigm}.json"
@@ -365,17 +388,9 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
                           "mean_reward": all_mean(float(reward.mean()), info)})
         policy.eval()
 
-        def success_vs(user, key: int) -> float:
-            """Goal success over the evaluation goals (the same random numbers for every paradigm)."""
-            vals = [d.success for j in range(0, len(eval_goals), cfg.gen_batch)
-                    for d in roll_out_batch(policy, atok, eval_goals[j: j + cfg.gen_batch], user, turns=cfg.turns,
-                                            max_new=cfg.max_new, temperature=1.0, generator=st.gen(11, key, j),
-                                            rng=st.rng(11, key, j), max_context=cfg.max_len - cfg.max_new)]
-            return all_mean(float(np.mean(vals)) if vals else 0.0, info)
-
-        res = {"success_vs_heldout_user_model": success_vs(real_model, 0)}
+        res = {"success_vs_heldout_user_model": success_vs(policy, real_model, 0)}
         if paradigm in users:
-            res["success_vs_training_simulator"] = success_vs(users[paradigm], 1 + list(users).index(paradigm))
+            res["success_vs_training_simulator"] = success_vs(policy, users[paradigm], 1 + list(users).index(paradigm))
             res["sim_to_real_gap"] = res["success_vs_training_simulator"] - res["success_vs_heldout_user_model"]
         results_p[paradigm] = res
         curves += curve
@@ -384,7 +399,8 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
         prog.update(note=f"RL {paradigm}")
     results = {"config": asdict(cfg), "splits": {"train": len(train), "calibration": len(calib), "held_out": len(held)},
                "reward_models": rms, "realism_tm4": realism["tm4"], "realism_tm3_by_turn": realism["tm3"],
-               "discriminator_auc_tm3": discriminator, "sycophancy_tm4": sycophancy, "paradigms": results_p,
+               "discriminator_auc_tm3": discriminator, "sycophancy_tm4": sycophancy, "sft_agent": sft_agent,
+               "paradigms": results_p,
                "note": "The 'real user' is a user model trained on the held-out split of human dialogues "
                        "(cross-simulator evaluation); no live humans were involved."}
     if info.is_main:
@@ -399,18 +415,22 @@ def write_outputs(out: Path, cfg: RealDialogueConfig, results: dict, curves: lis
     write_json(out / "config.json", asdict(cfg))
     write_json(out / "results.json", results)
     disc = results["discriminator_auc_tm3"]
+    ci = {name: {b: disc_ci(d, b) for b in d["by_turn"]} for name, d in disc.items()}
     per_turn = [{"corpus": "taskmaster3", "user_model": name, "turns": b, "nll_per_token": v,
-                 "discriminator_auc": disc.get(name, {}).get("by_turn", {}).get(b)}
+                 **({"discriminator_auc": e.value, "discriminator_auc_low": e.low, "discriminator_auc_high": e.high}
+                    if (e := ci.get(name, {}).get(b)) else {})}
                 for name, by in results["realism_tm3_by_turn"].items() for b, v in by.items()]
     per_turn += [{"corpus": "taskmaster4", "user_model": name, "turns": t, "nll_per_token": v}
                  for name, r in results["realism_tm4"].items() for t, v in r["nll_by_turn"].items()]
     write_csv(out / "per_turn.csv", per_turn)
     write_csv(out / "curves.csv", curves or [{"paradigm": "", "step": 0}])
     rm_rows = list(results["reward_models"].values())
-    par_rows = [{"paradigm": p, **r} for p, r in results["paradigms"].items()]
+    par_rows = [{"paradigm": "SFT agent (before RL)", **results["sft_agent"]}]
+    par_rows += [{"paradigm": p, **r} for p, r in results["paradigms"].items()]
     syc_rows = [{"user model": k, **{c: v[c] for c in ("accept_right", "accept_wrong", "discrimination", "goal_disclosure")}}
                 for k, v in results["sycophancy_tm4"].items()]
-    disc_rows = [{"simulator": k, "overall": v["overall"], **v["by_turn"]} for k, v in disc.items()]
+    disc_rows = [{"simulator": k, "overall": v["overall"], **{b: str(e) if e else None for b, e in ci[k].items()}}
+                 for k, v in disc.items()]
     md = ("# Real dialogues (Taskmaster-4 / Taskmaster-3)\n\n" + results["note"] + "\n\n## Reward models (held-out labels)\n\n"
           + markdown_table(rm_rows) + "\n## Simulator realism on held-out human user turns (Taskmaster-4, NLL per token)\n\n"
           + markdown_table([{"user model": k, "nll": v["nll"]} for k, v in results["realism_tm4"].items()])
@@ -420,22 +440,69 @@ def write_outputs(out: Path, cfg: RealDialogueConfig, results: dict, curves: lis
           + "\n## Taskmaster-3: NLL of held-out human user turns by turn index\n\n"
           + markdown_table([{"user model": k, **v} for k, v in results["realism_tm3_by_turn"].items()])
           + "\n## Taskmaster-3: real-vs-simulated discriminator AUC by turn index (0.5: indistinguishable)\n\n"
+          "Held-out AUC [95 % Hanley-McNeil interval] per bucket of turn indices.\n\n"
           + markdown_table(disc_rows)
           + "\n## Paradigms (goal success)\n\n"
           + markdown_table(par_rows, ["paradigm", "success_vs_heldout_user_model", "success_vs_training_simulator", "sim_to_real_gap"]))
     atomic_write_text(out / "results.md", md)
-    fig, axes = new_figure(ncols=2, width=3.6, height=2.6)
-    for ax, (ylabel, series) in zip(axes[0], (
-            ("NLL per token of human user turns", results["realism_tm3_by_turn"]),
-            ("discriminator AUC (real vs simulated)", {k: v["by_turn"] for k, v in disc.items()}))):
-        for i, (name, by) in enumerate(series.items()):
-            xs = [b for b in TURN_BUCKETS if by.get(b) is not None]
-            ax.plot(xs, [by[b] for b in xs], label=name, **series_style(i))
+    plot_realism(results, out / "realism_by_turn")
+    plot_sycophancy(results, out / "sycophancy")
+
+
+def disc_ci(disc: dict, bucket: str) -> Estimate | None:
+    """The discriminator's AUC in ``bucket`` with its 95 % interval (real and simulated turns at the
+    same held-out contexts: as many of each); ``None`` for an empty bucket."""
+    auc, n = disc["by_turn"].get(bucket), disc["n_held_out"].get(bucket, 0)
+    return auc_ci(auc, n, n) if auc is not None and n > 0 else None
+
+
+def plot_realism(results: dict, path: Path) -> list[Path]:
+    """Left: NLL per token of held-out human user turns by Taskmaster-3 turn index, per user model;
+    right: each simulator's discriminator AUC by turn index with 95 % intervals (0.5 dotted:
+    indistinguishable)."""
+    disc = results["discriminator_auc_tm3"]
+    fig, axes = new_figure(ncols=2, width=3.8, height=2.6)
+    left, right = axes[0]
+    for i, (name, by) in enumerate(results["realism_tm3_by_turn"].items()):
+        xs = [b for b in TURN_BUCKETS if by.get(b) is not None]
+        left.plot(xs, [by[b] for b in xs], label=name, **series_style(i))
+    for i, (name, d) in enumerate(disc.items()):
+        est = [(b, e) for b in TURN_BUCKETS if (e := disc_ci(d, b))]
+        right.errorbar([b for b, _ in est], [e.value for _, e in est], capsize=2, label=name,
+                       yerr=[[e.value - e.low for _, e in est], [e.high - e.value for _, e in est]], **series_style(i))
+    left.set_ylabel("NLL per token, human user turns")
+    right.set_ylabel("discriminator AUC")
+    right.set_title("real vs simulated user turns", fontsize=7)
+    for ax in (left, right):
         ax.set_xlabel("turn index (Taskmaster-3)")
-        ax.set_ylabel(ylabel)
         ax.legend(frameon=False, fontsize=6)
-    axes[0, 1].axhline(0.5, color="0.6", lw=0.8, ls=":")
-    save_figure(fig, out / "realism_by_turn")
+    right.axhline(0.5, color="0.6", lw=0.8, ls=":")
+    return save_figure(fig, path)
+
+
+def plot_sycophancy(results: dict, path: Path) -> list[Path]:
+    """Per user model (and the logged people): shares of replies accepting the right order and an
+    order with one drink swapped, and of opening turns naming the whole goal (Taskmaster-4)."""
+    syc = results["sycophancy_tm4"]
+    metrics = (("accept_right", "accepts right order"), ("accept_wrong", "accepts wrong order"),
+               ("goal_disclosure", "opening names whole goal"))
+    fig, axes = new_figure(width=5.0, height=2.6)
+    ax = axes[0, 0]
+    names = list(syc)
+    w = 0.8 / len(metrics)
+    for j, (key, label) in enumerate(metrics):
+        vals = [syc[n][key] if syc[n][key] is not None else np.nan for n in names]
+        x = np.arange(len(names)) + (j - 1) * w
+        ax.bar(x, vals, w, label=label, color=str(0.15 + 0.3 * j), edgecolor="black", lw=0.4)
+        for xi, v in zip(x, vals):
+            if np.isnan(v):  # not measurable (people were never shown a wrong order)
+                ax.text(xi, 0.02, "n/a", ha="center", va="bottom", fontsize=5, rotation=90)
+    ax.set_xticks(np.arange(len(names)))
+    ax.set_xticklabels([n.replace(" (", "\n(") for n in names], fontsize=6)
+    ax.set_ylabel("share of replies")
+    ax.set_ylim(0, 1.05)
+    ax.legend(frameon=False, fontsize=6)
+    return save_figure(fig, path)
 
 
 def main(argv: list[str] | None = None) -> dict:

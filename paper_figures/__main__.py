@@ -3,7 +3,8 @@
 ``python -m paper_figures [--results results] [--out paper_figures/out] [--only NAME ...]``
 
 Each figure is drawn from its experiment's ``results.json``; when that file is missing, the
-experiment is run first with its default preset (``--preset smoke`` with ``--smoke``). The list of
+experiment is run first with its default preset (``real_dialogue``: ``--preset cpu``; ``--preset
+smoke`` with ``--smoke``). The list of
 figures, what each shows and the command behind it is in ``paper_figures/README.md``.
 """
 
@@ -68,12 +69,23 @@ def _full_pipeline(results: Path, out: Path, smoke: bool) -> list[Path]:
             + fp.plot_sycophancy(sims, cfg, out / "fig_pipeline_sycophancy"))
 
 
+def _real_dialogue(results: Path, out: Path, smoke: bool) -> list[Path]:
+    from experiments import real_dialogue as rd
+
+    folder = results / "real_dialogue" / ("smoke" if smoke else "cpu")
+    if not (folder / "results.json").exists():
+        rd.main(["--out-dir", str(folder), "--preset", "smoke" if smoke else "cpu"])
+    r = read_json(folder / "results.json")
+    return rd.plot_realism(r, out / "fig_real_realism_by_turn") + rd.plot_sycophancy(r, out / "fig_real_sycophancy")
+
+
 FIGURES: dict[str, Callable[[Path, Path, bool], list[Path]]] = {
     "bound_check": _bound_check,
     "dialogue": _dialogue,
     "noisy_expert": _noisy_expert,
     "modadd": _modadd,
     "full_pipeline": _full_pipeline,
+    "real_dialogue": _real_dialogue,
 }
 
 

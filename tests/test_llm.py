@@ -11,6 +11,7 @@ import torch
 
 from shiftbounds.llm.gsm8k import METHODS, SPECIALS, NoisyTeacher, extract_final, load_gsm8k, student_loss
 from shiftbounds.llm.models import ByteTokenizer, TinyLM, load_causal_lm, resolve_device
+from shiftbounds.llm.sampling import sample_batch
 from shiftbounds.llm.taskmaster import (
     OrderItem,
     default_data_dir,
@@ -86,6 +87,24 @@ def test_span_batch_masks_only_targets():
     assert torch.isfinite(loss) and per.shape == (2,)
 
 
+def test_gradient_checkpointing_keeps_gradients_and_cached_sampling():
+    b = make_batch(ByteTokenizer(), [("ab", "cd"), ("x", "yz!")], max_len=16)
+    grads = []
+    for ckpt in (False, True):
+        model, _, _ = load_causal_lm(None, TinyLM("gpt2", 32, 2, 4, 128), gradient_checkpointing=ckpt)
+        model.train()
+        span_nll(model, b).backward()
+        grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
+    torch.testing.assert_close(grads[0], grads[1])
+    # in training mode with checkpointing, transformers drops the cache; the sampler must not care
+    prompts = [[1, 2, 3, 4], [5, 6]]
+    model.eval()
+    want = sample_batch(model, prompts, 8, stop_ids=[258], pad_id=256, temperature=0)
+    model.train()
+    assert sample_batch(model, prompts, 8, stop_ids=[258], pad_id=256, temperature=0) == want
+    assert model.training
+
+
 def test_roc_auc():
     assert roc_auc(np.array([0.1, 0.9, 0.8, 0.2]), np.array([0, 1, 1, 0])) == 1.0
     assert roc_auc(np.array([1.0, 1.0]), np.array([0, 1])) == 0.5
@@ -128,11 +147,22 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     for corpus in ("taskmaster4", "taskmaster3"):
         assert 0.0 <= res["reward_models"][corpus]["accuracy"] <= 1.0
     assert "held-out split" in res["note"]
-    for name in ("results.md", "results.json", "config.json", "per_turn.csv", "curves.csv", "realism_by_turn.png"):
+    for name in ("results.md", "results.json", "config.json", "per_turn.csv", "curves.csv", "realism_by_turn.png",
+                 "sycophancy.pdf"):
         assert (tmp_path / "r" / name).exists(), name
+    syc = res["sycophancy_tm4"]
+    assert syc["people (logged replies)"]["accept_wrong"] is None
+    assert syc["prompted (rule-based)"]["accept_right"] == 1.0
+    for name, d in res["discriminator_auc_tm3"].items():
+        assert 0.0 <= d["overall"] <= 1.0 and set(d["by_turn"]) == {"0-4", "5-9", "10-19", "20+"}, name
     # every stage was saved; a rerun resumes them and reproduces the results
     assert len(list((tmp_path / "r" / "stages").glob("*.pt"))) == 6
     again = full_pipeline.main(["--task", "taskmaster4", "--out-dir", str(tmp_path / "r")])
     for corpus in ("taskmaster4", "taskmaster3"):
         assert again["reward_models"][corpus]["accuracy"] == res["reward_models"][corpus]["accuracy"]
-    assert again["paradigms"] == res["paradigms"]
+    assert again["paradigms"] == res["paradigms"] and again["sft_agent"] == res["sft_agent"]
+    # saved stages are never mixed with other settings
+    from experiments import real_dialogue
+
+    with pytest.raises(ValueError, match="sft_steps: saved 4, now 5"):
+        real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r"), "--sft-steps", "5"])

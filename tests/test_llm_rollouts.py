@@ -92,6 +92,13 @@ def test_acceptance_and_rule_user_knobs():
 
 
 @needs_data
+def test_acceptance_rule_on_every_human_confirmation_reply():
+    right, _ = confirmation_probes(load_tm4(), np.random.default_rng(0))
+    assert len(right) == 2760
+    assert np.mean([is_acceptance(p.human_reply) for p in right]) == pytest.approx(0.914, abs=0.002)
+
+
+@needs_data
 def test_sycophancy_probes_and_metrics_on_taskmaster4():
     dialogues = load_tm4(limit=400)
     right, wrong = confirmation_probes(dialogues, np.random.default_rng(0))

@@ -7,11 +7,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
+from scipy.stats import norm
 
 from shiftbounds.utils.cli import build_parser, config_from_args
-from shiftbounds.utils.io import markdown_table, read_json, write_csv, write_json
+from shiftbounds.utils.io import guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress, format_seconds
-from shiftbounds.utils.stats import linear_slope, loglog_slope, mean_ci, proportion_ci
+from shiftbounds.utils.stats import auc_ci, linear_slope, loglog_slope, mean_ci, proportion_ci, roc_auc
 
 
 def test_write_json_roundtrip_and_no_temp_left(tmp_path):
@@ -25,6 +26,17 @@ def test_read_json_names_bad_file(tmp_path):
     bad.write_text("{")
     with pytest.raises(ValueError, match=r"bad\.json is not valid JSON"):
         read_json(bad)
+
+
+def test_guard_resume_records_then_refuses_changed_settings(tmp_path):
+    cfg = {"steps": 10, "lr": 1e-3, "out_dir": "a", "device": "cpu"}
+    guard_resume(tmp_path, cfg)
+    assert read_json(tmp_path / "config.json") == {"steps": 10, "lr": 1e-3}
+    guard_resume(tmp_path, {**cfg, "out_dir": "b", "device": "cuda"})  # ignored keys never matter
+    with pytest.raises(ValueError, match=r"steps: saved 10, now 20") as err:
+        guard_resume(tmp_path, {**cfg, "steps": 20})
+    assert "lr" not in str(err.value)
+    guard_resume(tmp_path, {**cfg, "steps": 20}, ignore=("steps", "out_dir", "device"))
 
 
 def test_csv_and_markdown(tmp_path):
@@ -68,6 +80,20 @@ class _Cfg:
     def __post_init__(self):
         if self.n < 1:
             raise ValueError(f"--n must be >= 1; got {self.n}")
+
+
+def test_auc_interval_covers_the_binormal_auc():
+    """Hanley-McNeil intervals cover the true AUC of two unit normals ``d`` apart about 95 % of the time."""
+    rng = np.random.default_rng(7)
+    true, n = float(norm.cdf(0.5 / np.sqrt(2))), 60
+    hits = sum(auc_ci(roc_auc(np.r_[rng.normal(0.5, 1, n), rng.normal(0, 1, n)], np.r_[np.ones(n), np.zeros(n)]), n, n).contains(true)
+               for _ in range(400))
+    assert 0.90 <= hits / 400 <= 0.98
+    assert auc_ci(0.6, 400, 400).high - auc_ci(0.6, 400, 400).low < auc_ci(0.6, 40, 40).high - auc_ci(0.6, 40, 40).low
+    e = auc_ci(1.0, 5, 5)
+    assert e.low <= e.high == 1.0
+    with pytest.raises(ValueError, match="auc=1.5"):
+        auc_ci(1.5, 3, 3)
 
 
 def test_cli_presets_and_overrides():

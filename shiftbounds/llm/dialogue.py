@@ -49,11 +49,18 @@ _POSITIVE = re.compile(r"\b(yes|yeah|yep|yup|correct|right|perfect|fine|great|ex
 
 def is_acceptance(text: str) -> bool:
     """Whether a user turn accepts the order shown: an affirmative cue ("yes", "correct", "looks
-    good", ...) and no negative one ("no", "wrong", "actually", "change", ...). On Taskmaster-4's
-    human replies to the agent's first order confirmation it marks 95 % as accepting (see the
-    sycophancy table of ``experiments.real_dialogue``)."""
+    good", ...) and no negative one ("no", "wrong", "actually", "change", ...). It marks 91.4 % of the
+    2,760 Taskmaster-4 human replies to the agent's first order confirmation as accepting; most of
+    the rest ask about syrups or switch to decaf (``tests/test_llm_rollouts.py`` measures the rate)."""
     t = text.lower().replace("\u2019", "'")
     return bool(_POSITIVE.search(t)) and not _NEGATIVE.search(t)
+
+
+def user_prompt(goal: tuple[OrderItem, ...], history: str) -> str:
+    """What an LM user model reads before its turn: the history, then ``<goal>`` and the goal. The
+    goal comes last so that cutting a long history from the left never drops it (training pairs
+    and rollouts use this one layout)."""
+    return f"{history}<goal>{goal_text(goal)}"
 
 
 def user_replies(user, tokenizer, goals: list[tuple[OrderItem, ...]], histories: list[list[int]], turns: list[int], *,
@@ -61,12 +68,12 @@ def user_replies(user, tokenizer, goals: list[tuple[OrderItem, ...]], histories:
                  max_context: int | None = None) -> list[list[int]]:
     """One user turn per history (token ids after the beginning-of-text marker), starting with
     ``<user>``: from :class:`RuleUser` (which reads the orders in the history) or sampled at
-    temperature 1 from an LM user model prompted with ``<goal>`` and the history."""
+    temperature 1 from an LM user model prompted with :func:`user_prompt`."""
     enc = tokenizer.encode
     user_id, agent_id = enc("<user>")[0], enc("<agent>")[0]
     if isinstance(user, RuleUser):
         return [enc("<user>" + user.reply(g, tokenizer.decode(h), t, rng)) for g, h, t in zip(goals, histories, turns)]
-    prompts = [[tokenizer.bos_token_id] + enc(f"<goal>{goal_text(g)}") + list(h) + [user_id] for g, h in zip(goals, histories)]
+    prompts = [[tokenizer.bos_token_id] + list(h) + enc(user_prompt(g, "")) + [user_id] for g, h in zip(goals, histories)]
     rows = sample_batch(user, prompts, max_new, stop_ids=[agent_id, tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id,
                         temperature=1.0, generator=generator, max_context=max_context)
     return [[user_id] + [x for x in r if x not in (agent_id, tokenizer.eos_token_id)] for r in rows]

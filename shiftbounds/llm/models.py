@@ -2,11 +2,15 @@
 config (random weights; no network at run time), with a tokenizer to match.
 
 Device and dtype are decided in one place (:func:`resolve_device`): bf16 on a GPU, float32 on the
-CPU. A local folder must hold a model (``config.json`` and weights); the error says so otherwise.
+CPU. On a GPU the weights stay float32 (the optimiser's master copy) and the forward passes run in
+bf16 under :func:`autocast`: stored in bf16, an AdamW update of ``lr = 1e-6`` on a weight of
+``0.02`` is below half the format's spacing and would round away. A local folder must hold a model
+(``config.json`` and weights); the error says so otherwise.
 """
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,6 +94,15 @@ def resolve_device(name: str = "auto") -> tuple[torch.device, torch.dtype]:
     return (torch.device("cuda"), torch.bfloat16) if use_cuda else (torch.device("cpu"), torch.float32)
 
 
+def autocast(device: torch.device):
+    """The context the models run in: bf16 autocast on a GPU (float32 weights, bf16 matrix
+    products), nothing on the CPU. The experiments enter it once around a whole run."""
+    dev = torch.device(device)
+    if dev.type == "cuda":
+        return torch.autocast(device_type="cuda", dtype=resolve_device("cuda")[1])
+    return contextlib.nullcontext()
+
+
 def build_tiny(spec: TinyLM, vocab_size: int, *, seed: int = 0):
     """A randomly initialised ``transformers`` causal LM of the given shape."""
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
@@ -111,12 +124,13 @@ def load_causal_lm(path: str | Path | None, spec: TinyLM | None = None, *, speci
                    device: str = "auto", gradient_checkpointing: bool = False, seed: int = 0):
     """``(model, tokenizer, device)``: from a local folder, or (``path=None``) a tiny model built
     from ``spec`` with a :class:`ByteTokenizer`. Special tokens are added to a pretrained tokenizer
-    and the embeddings resized.
+    and the embeddings resized. Weights are float32 on every device; run the model under
+    :func:`autocast` for bf16 compute on a GPU.
 
     Raises:
         ValueError: ``path`` is not a folder holding a ``transformers`` model.
     """
-    dev, dtype = resolve_device(device)
+    dev, _ = resolve_device(device)
     if path is None:
         tok = ByteTokenizer(special_tokens)
         model = build_tiny(spec or TinyLM(), tok.vocab_size, seed=seed)
@@ -131,12 +145,12 @@ def load_causal_lm(path: str | Path | None, spec: TinyLM | None = None, *, speci
             tok.add_special_tokens({"additional_special_tokens": list(special_tokens)})
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token
-        model = AutoModelForCausalLM.from_pretrained(p, local_files_only=True, torch_dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(p, local_files_only=True, torch_dtype=torch.float32)
         if len(tok) > model.get_input_embeddings().num_embeddings:
             model.resize_token_embeddings(len(tok))
-    if gradient_checkpointing:
-        model.gradient_checkpointing_enable()
-    return model.to(device=dev, dtype=dtype), tok, dev
+    if gradient_checkpointing:  # renamed activation_checkpointing_enable in transformers 5
+        getattr(model, "activation_checkpointing_enable", model.gradient_checkpointing_enable)()
+    return model.to(device=dev, dtype=torch.float32), tok, dev
 
 
 def forward_with_cache(model, input_ids: torch.Tensor, cache=None, **inputs):

@@ -48,11 +48,24 @@ def sample_batch(model, prompts: Sequence[Sequence[int]], max_new: int, *, stop_
         log_probs: if given, sample from ``exp(log_probs(logits))`` instead (a noisy teacher's
             law, say); ``temperature`` must then be 1.
         generator: the CPU generator the samples are drawn from.
+
+    The model runs in eval mode (its mode is restored after): sampling is deterministic given the
+    generator, and with gradient checkpointing on, ``transformers`` would drop the key-value cache
+    in training mode.
     """
     if max_new < 1:
         raise ValueError(f"max_new must be >= 1; got {max_new}")
     if temperature < 0 or (log_probs is not None and temperature != 1.0):
         raise ValueError(f"temperature must be >= 0 (and 1 with log_probs); got {temperature}")
+    was_training = model.training
+    model.eval()  # no dropout, and transformers keeps the cache only outside training mode
+    try:
+        return _sample(model, prompts, max_new, stop_ids, pad_id, temperature, log_probs, generator, max_context)
+    finally:
+        model.train(was_training)
+
+
+def _sample(model, prompts, max_new, stop_ids, pad_id, temperature, log_probs, generator, max_context) -> list[list[int]]:
     device = next(model.parameters()).device
     if max_context is not None:
         prompts = [list(p)[-max_context:] for p in prompts]

@@ -116,3 +116,23 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
     import torch
 
     return _atomic_replace(path, lambda tmp: torch.save(obj, tmp))
+
+
+def guard_resume(folder: str | os.PathLike, config: Mapping[str, Any], ignore: Iterable[str] = ("out_dir", "device")) -> None:
+    """Refuse to resume saved stages computed under other settings.
+
+    The first call records ``config`` as ``<folder>/config.json``; a later call compares the two and
+    raises ``ValueError`` naming every setting that changed (the keys in ``ignore`` never matter to
+    what a stage computes). A folder of stages with no record yet is adopted as it is.
+    """
+    path = Path(folder) / "config.json"
+    now = {k: v for k, v in _jsonable(dict(config)).items() if k not in set(ignore)}
+    if path.exists():
+        saved = {k: v for k, v in read_json(path).items() if k not in set(ignore)}
+        changed = sorted(k for k in set(now) | set(saved) if now.get(k) != saved.get(k))
+        if changed:
+            diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in changed)
+            raise ValueError(f"{folder} holds stages computed under other settings ({diffs}); "
+                             "pass a fresh --out-dir or delete that folder to start over")
+    else:
+        write_json(path, now)

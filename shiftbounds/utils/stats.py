@@ -103,3 +103,14 @@ def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
 
     ranks = rankdata(np.concatenate([pos, neg]))
     return float((ranks[: pos.size].sum() - pos.size * (pos.size + 1) / 2) / (pos.size * neg.size))
+
+
+def auc_ci(auc: float, n_pos: int, n_neg: int, level: float = 0.95) -> Estimate:
+    """Normal interval for an AUC from ``n_pos`` positives and ``n_neg`` negatives, with the
+    Hanley-McNeil (1982) standard error; clipped to ``[0, 1]``."""
+    if not 0.0 <= auc <= 1.0 or n_pos < 1 or n_neg < 1:
+        raise ValueError(f"need 0 <= auc <= 1 and both counts >= 1; got auc={auc}, n_pos={n_pos}, n_neg={n_neg}")
+    q1, q2 = auc / (2 - auc), 2 * auc * auc / (1 + auc)
+    var = (auc * (1 - auc) + (n_pos - 1) * (q1 - auc * auc) + (n_neg - 1) * (q2 - auc * auc)) / (n_pos * n_neg)
+    half = float(_stats.norm.ppf(0.5 + level / 2) * np.sqrt(max(var, 0.0)))
+    return Estimate(auc, max(0.0, auc - half), min(1.0, auc + half), level)
