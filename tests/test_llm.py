@@ -166,3 +166,21 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
 
     with pytest.raises(ValueError, match="sft_steps: saved 4, now 5"):
         real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r"), "--sft-steps", "5"])
+
+
+@pytest.mark.parametrize("family", ["gpt2", "llama"])
+def test_last_only_prefill_keeps_the_last_logits_and_the_cache(family):
+    from shiftbounds.llm.models import forward_with_cache
+
+    model, _, _ = load_causal_lm(None, TinyLM(family, 32, 2, 4, 64), seed=3)
+    model.eval()
+    ids = torch.randint(0, 256, (3, 9), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        full, c_full = forward_with_cache(model, ids)
+        last, c_last = forward_with_cache(model, ids, last_only=True)
+        assert full.shape == (3, 9, model.config.vocab_size) and last.shape == (3, 1, model.config.vocab_size)
+        torch.testing.assert_close(last, full[:, -1:])
+        nxt = ids[:, :1]
+        a, _ = forward_with_cache(model, nxt, c_full)
+        b, _ = forward_with_cache(model, nxt, c_last)
+    torch.testing.assert_close(a, b)

@@ -153,14 +153,24 @@ def load_causal_lm(path: str | Path | None, spec: TinyLM | None = None, *, speci
     return model.to(device=dev, dtype=torch.float32), tok, dev
 
 
-def forward_with_cache(model, input_ids: torch.Tensor, cache=None, **inputs):
+def forward_with_cache(model, input_ids: torch.Tensor, cache=None, *, last_only: bool = False, **inputs):
     """``(logits, cache)`` for ``input_ids`` after ``cache`` (further ``inputs`` such as
     ``attention_mask`` and ``position_ids`` are passed on): the key-value cache of ``transformers``
-    (the keyword is ``cache`` from version 5 on, ``past_key_values`` before)."""
-    try:
-        out = model(input_ids=input_ids, cache=cache, use_cache=True, **inputs) if cache is not None else \
-            model(input_ids=input_ids, use_cache=True, **inputs)
-    except TypeError:
-        out = model(input_ids=input_ids, past_key_values=cache, use_cache=True, **inputs)
+    (the keyword is ``cache`` from version 5 on, ``past_key_values`` before).
+
+    ``last_only``: logits of the last position alone (``[B, 1, V]``), all a sampler reads. A prefill
+    then never holds ``[B, T, V]`` logits (about 20 GB in bf16 for 64 prompts of 1,024 tokens at a
+    152k vocabulary); a ``transformers`` without ``logits_to_keep`` returns every position.
+    """
+    keep = {"logits_to_keep": 1} if last_only else {}
+    attempts = [("cache", keep), ("past_key_values", keep)] + ([("past_key_values", {})] if keep else [])
+    for n, (name, extra) in enumerate(attempts):
+        kw = {**inputs, **extra, "use_cache": True, **({name: cache} if cache is not None else {})}
+        try:
+            out = model(input_ids=input_ids, **kw)
+            break
+        except TypeError:
+            if n == len(attempts) - 1:
+                raise
     new_cache = out["cache"] if "cache" in out else out["past_key_values"]
     return out.logits, new_cache

@@ -71,7 +71,7 @@ def _sample(model, prompts, max_new, stop_ids, pad_id, temperature, log_probs, g
         prompts = [list(p)[-max_context:] for p in prompts]
     ids, att, pos = left_pad(prompts, pad_id, device)
     stops = torch.tensor(sorted(set(stop_ids)), device=device)
-    logits, cache = forward_with_cache(model, ids, attention_mask=att, position_ids=pos)
+    logits, cache = forward_with_cache(model, ids, attention_mask=att, position_ids=pos, last_only=True)
     out = torch.empty((len(prompts), 0), dtype=torch.long, device=device)
     done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
     last_pos = pos[:, -1:]
