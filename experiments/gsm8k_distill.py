@@ -13,7 +13,8 @@ greedy decoding on test problems. Each finished run is saved under ``runs/`` and
 The smoke preset (tiny random models, a handful of problems) checks the machinery in about a
 minute on a CPU; its accuracies are 0 and mean nothing. The gpu preset documents a 0.5-1.5B run:
 ``--teacher-model`` / ``--student-model`` local folders (e.g. a 1.5B teacher and a 0.5B student),
-bf16, batch 16 prompts, 384 new tokens, 500 steps per method; expected memory below 40 GB on one GPU.
+bf16, batch 16 prompts, 384 new tokens, 500 steps per method; ``--estimate-only true`` prints the
+expected device memory (:mod:`shiftbounds.llm.memory`) without loading weights.
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ import torch
 
 from shiftbounds.llm.distributed import init_from_env, shard, wrap
 from shiftbounds.llm.gsm8k import METHODS, SPECIALS, NoisyTeacher, exact_match, load_gsm8k, prompt_text, student_loss
-from shiftbounds.llm.models import TinyLM, load_causal_lm
+from shiftbounds.llm.memory import Stage, estimate, format_estimate, model_shape
+from shiftbounds.llm.models import ByteTokenizer, TinyLM, load_causal_lm, tiny_config
 from shiftbounds.llm.training import fit, make_batch, span_nll
 from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_json
@@ -58,6 +60,8 @@ class GSM8KConfig:
     gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations in the backward pass (less memory)"})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
     out_dir: str = field(default="results/gsm8k_distill/smoke", metadata={"help": "results folder"})
+    prompt_len: int = field(default=256, metadata={"help": "prompt tokens assumed by --estimate-only"})
+    estimate_only: bool = field(default=False, metadata={"help": "print the device-memory estimate and exit (loads no weights)"})
 
     def __post_init__(self) -> None:
         bad = [m for m in self.methods if m not in METHODS]
@@ -65,7 +69,7 @@ class GSM8KConfig:
             raise ValueError(f"--methods must come from {METHODS}; got unknown {bad}")
         if any(not 0 <= e < 1 for e in self.etas) or self.temperature <= 0:
             raise ValueError(f"--etas in [0, 1) and --temperature > 0 required; got {self.etas}, {self.temperature}")
-        for k in ("seeds", "n_train", "n_test", "steps", "batch", "max_new"):
+        for k in ("seeds", "n_train", "n_test", "steps", "batch", "max_new", "prompt_len"):
             if getattr(self, k) < 1:
                 raise ValueError(f"--{k.replace('_', '-')} must be >= 1; got {getattr(self, k)}")
 
@@ -79,9 +83,24 @@ PRESETS = {
 }
 
 
+def _spec(cfg: GSM8KConfig) -> TinyLM:
+    return TinyLM("gpt2", cfg.d_model, cfg.n_layer, 4, 1024)
+
+
+def memory_estimate(cfg: GSM8KConfig) -> dict:
+    """Device memory for one process (:mod:`shiftbounds.llm.memory`): the teacher resident, one
+    student trained on ``batch`` sequences of ``prompt_len + max_new`` tokens, generation by the
+    larger model on as many; evaluation in batches of the same size."""
+    tiny = tiny_config(_spec(cfg), ByteTokenizer(SPECIALS).vocab_size)
+    teacher, student = (model_shape(path or tiny) for path in (cfg.teacher_model, cfg.student_model))
+    seq = cfg.prompt_len + cfg.max_new
+    gen = max((teacher, student), key=lambda m: m.n_layer * m.kv_dim)
+    return estimate([Stage("distillation (teacher + student)", (teacher,), student, train_batch=cfg.batch, train_len=seq,
+                           gen=gen, gen_batch=cfg.batch, gen_len=seq, checkpointing=cfg.gradient_checkpointing)])
+
+
 def _model(path: str, cfg: GSM8KConfig, seed: int):
-    spec = TinyLM("gpt2", cfg.d_model, cfg.n_layer, 4, 1024)
-    return load_causal_lm(path or None, spec, special_tokens=SPECIALS, device=cfg.device,
+    return load_causal_lm(path or None, _spec(cfg), special_tokens=SPECIALS, device=cfg.device,
                           gradient_checkpointing=cfg.gradient_checkpointing, seed=seed)
 
 
@@ -97,12 +116,13 @@ def run(cfg: GSM8KConfig, stream=sys.stderr) -> dict:
                               1024).to(dev) for _ in range(cfg.teacher_steps))
         fit(teacher, span_nll, batches, lr=3e-3)
     teacher.eval()
-    teacher_em = exact_match(teacher, tok, test, cfg.max_new)
+    teacher_em = exact_match(teacher, tok, test, cfg.max_new, batch=cfg.batch)
     jobs = [(m, e, k) for e in cfg.etas for m in cfg.methods for k in range(cfg.seeds)]
     prog = Progress(len(jobs) * cfg.steps, "gsm8k_distill", stream=stream, enabled=info.is_main)
     if info.is_main:
         # one file per (method, eta, seed): adding methods, noise levels or seeds reuses the others
-        guard_resume(out / "runs", asdict(cfg), ignore=("out_dir", "device", "gradient_checkpointing", "methods", "etas", "seeds"))
+        guard_resume(out / "runs", asdict(cfg), ignore=("out_dir", "device", "gradient_checkpointing", "methods", "etas", "seeds",
+                                                         "prompt_len", "estimate_only"))
     runs = []
     for method, eta, k in jobs:
         path = out / "runs" / f"{method}_eta{eta}_seed{k}.json"
@@ -124,7 +144,7 @@ def run(cfg: GSM8KConfig, stream=sys.stderr) -> dict:
             torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
             opt.step()
             prog.update(note=f"{method} eta={eta} seed={k} loss {loss.item():.3f}")
-        rec = {"method": method, "eta": eta, "seed": k, "exact_match": exact_match(student, tok, test, cfg.max_new)}
+        rec = {"method": method, "eta": eta, "seed": k, "exact_match": exact_match(student, tok, test, cfg.max_new, batch=cfg.batch)}
         if info.is_main:
             write_json(path, rec)
         runs.append(rec)
@@ -143,6 +163,10 @@ def run(cfg: GSM8KConfig, stream=sys.stderr) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_config(GSM8KConfig, __doc__, {"default": {}, **PRESETS}, "smoke", argv)
+    if cfg.estimate_only:
+        est = memory_estimate(cfg)
+        print(format_estimate(est))
+        return est
     results = run(cfg)
     print(markdown_table(results["rows"]))
     return results

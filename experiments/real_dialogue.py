@@ -29,7 +29,8 @@ numbers check the machinery only). The cpu preset is the largest run that fits t
 under an hour (byte-level GPT-2 of width 128 and 4 blocks, all Taskmaster-4 dialogues; 53 minutes
 measured). The gpu preset documents a 0.5-1.5B run: ``--policy-model`` and
 ``--user-model`` local folders, bf16, 2000 dialogues, 200 RL steps of 8 goals x 4 rollouts, 256 new
-tokens per turn; expected memory below 60 GB on one GPU (policy, reference and user model).
+tokens per turn. ``--estimate-only true`` prints the device memory each stage needs, from the
+model folders' configs, before any weights are loaded (:mod:`shiftbounds.llm.memory`).
 """
 
 from __future__ import annotations
@@ -44,7 +45,8 @@ import torch
 
 from shiftbounds.llm.dialogue import RuleUser, dialogue_pg_loss, roll_out_batch, user_prompt
 from shiftbounds.llm.distributed import all_mean, init_from_env, shard, wrap
-from shiftbounds.llm.models import TinyLM, load_causal_lm
+from shiftbounds.llm.memory import Stage, estimate, format_estimate, model_shape
+from shiftbounds.llm.models import ByteTokenizer, TinyLM, load_causal_lm, tiny_config
 from shiftbounds.llm.taskmaster import (
     ROLE_TOKENS,
     load_reward_labels,
@@ -108,6 +110,7 @@ class RealDialogueConfig:
     gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations in the backward pass (less memory)"})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
     out_dir: str = field(default="results/real_dialogue/smoke", metadata={"help": "results folder"})
+    estimate_only: bool = field(default=False, metadata={"help": "print the device-memory estimate and exit (loads no weights)"})
 
     def __post_init__(self) -> None:
         if self.n_labels < 0:
@@ -138,8 +141,31 @@ PRESETS = {
 }
 
 
+def _spec(cfg: RealDialogueConfig) -> TinyLM:
+    return TinyLM("gpt2", cfg.d_model, cfg.n_layer, 4, max(1024, cfg.max_len))
+
+
+def memory_estimate(cfg: RealDialogueConfig) -> dict:
+    """Device memory per stage for one process (:mod:`shiftbounds.llm.memory`), from the model
+    folders' configs (or the tiny models'), counting the models each stage keeps resident."""
+    tiny = tiny_config(_spec(cfg), ByteTokenizer(ROLE_TOKENS).vocab_size)
+    pol, usr = (model_shape(path or tiny) for path in (cfg.policy_model, cfg.user_model))
+    ck, rl = cfg.gradient_checkpointing, cfg.goals_per_step * cfg.group
+    gen = max((pol, usr), key=lambda m: m.n_layer * m.kv_dim)
+    train = dict(train_batch=cfg.batch, train_len=cfg.max_len, checkpointing=ck)
+    return estimate([
+        Stage("reward models", (pol,), pol, **train),
+        Stage("user-model SFT", (pol, usr, usr, usr), usr, **train),
+        Stage("discriminators", (pol,) + (usr,) * 4, usr, gen=usr, gen_batch=cfg.batch, gen_len=cfg.max_len, **train),
+        Stage("sycophancy probes", (pol,) + (usr,) * 4, gen=usr, gen_batch=cfg.gen_batch, gen_len=cfg.max_len),
+        Stage("agent SFT", (pol,) + (usr,) * 4, pol, **train),
+        Stage("RL (policy, reference, reward model, 4 user models)", (pol, pol) + (usr,) * 4, pol, train_batch=rl,
+              train_len=cfg.max_len, gen=gen, gen_batch=max(rl, cfg.gen_batch), gen_len=cfg.max_len, checkpointing=ck),
+    ])
+
+
 def _lm(path: str, cfg: RealDialogueConfig, seed: int):
-    return load_causal_lm(path or None, TinyLM("gpt2", cfg.d_model, cfg.n_layer, 4, max(1024, cfg.max_len)),
+    return load_causal_lm(path or None, _spec(cfg),
                           special_tokens=ROLE_TOKENS, device=cfg.device,
                           gradient_checkpointing=cfg.gradient_checkpointing, seed=seed)
 
@@ -243,8 +269,11 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     info = init_from_env()
     out = Path(cfg.out_dir)
     st = _Stages(cfg, info)
+    memory = memory_estimate(cfg)
     if info.is_main:
-        guard_resume(st.folder, asdict(cfg), ignore=("out_dir", "device", "gradient_checkpointing"))
+        guard_resume(st.folder, asdict(cfg), ignore=("out_dir", "device", "gradient_checkpointing", "estimate_only"))
+        print(f"[real_dialogue] estimated device memory per process: {memory['peak_gib']:.2f} GiB ({memory['peak_stage']})",
+              file=stream)
     prog = Progress(9, "real_dialogue", stream=stream, enabled=info.is_main)
     # 1. data
     dialogues = load_tm4(cfg.data_dir or None, cfg.n_dialogues)
@@ -265,6 +294,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
                 atomic_torch_save(rm.state_dict(), path)
         if corpus == "taskmaster4":
             reward_model = rm.eval()
+    del rm  # only the Taskmaster-4 reward model stays resident (it pays Static Context RL)
     prog.update(note="reward models")
     # 3. user models
     base, tok, dev = _lm(cfg.user_model, cfg, cfg.seed + 1)
@@ -402,7 +432,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     results = {"config": asdict(cfg), "splits": {"train": len(train), "calibration": len(calib), "held_out": len(held)},
                "reward_models": rms, "realism_tm4": realism["tm4"], "realism_tm3_by_turn": realism["tm3"],
                "discriminator_auc_tm3": discriminator, "sycophancy_tm4": sycophancy, "sft_agent": sft_agent,
-               "paradigms": results_p,
+               "paradigms": results_p, "memory_estimate": memory,
                "note": "The 'real user' is a user model trained on the held-out split of human dialogues "
                        "(cross-simulator evaluation); no live humans were involved."}
     if info.is_main:
@@ -509,6 +539,10 @@ def plot_sycophancy(results: dict, path: Path) -> list[Path]:
 
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_config(RealDialogueConfig, __doc__, {"default": {}, **PRESETS}, "smoke", argv)
+    if cfg.estimate_only:
+        est = memory_estimate(cfg)
+        print(format_estimate(est))
+        return est
     results = run(cfg)
     print(Path(cfg.out_dir, "results.md").read_text() if Path(cfg.out_dir, "results.md").exists() else results)
     return results

@@ -153,9 +153,13 @@ def student_loss(method: str, student, teacher, tokenizer, problems: list[Proble
 
 
 @torch.no_grad()
-def exact_match(model, tokenizer, problems: list[Problem], max_new: int) -> float:
-    """Share of problems whose greedy completion's ``#### <number>`` equals the reference."""
+def exact_match(model, tokenizer, problems: list[Problem], max_new: int, batch: int = 64) -> float:
+    """Share of problems whose greedy completion's ``#### <number>`` equals the reference, decoded
+    ``batch`` problems at a time (the key-value cache grows with the batch)."""
+    if batch < 1:
+        raise ValueError(f"batch must be >= 1; got {batch}")
     model.eval()
-    comps = sample_completions(model, tokenizer, problems, max_new, temperature=0.0)
+    comps = [c for j in range(0, len(problems), batch)
+             for c in sample_completions(model, tokenizer, problems[j: j + batch], max_new, temperature=0.0)]
     hits = [extract_final(tokenizer.decode(c.tolist())) == p.final for c, p in zip(comps, problems)]
     return sum(hits) / max(1, len(hits))

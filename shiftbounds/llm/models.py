@@ -103,21 +103,26 @@ def autocast(device: torch.device):
     return contextlib.nullcontext()
 
 
+def tiny_config(spec: TinyLM, vocab_size: int):
+    """The ``transformers`` config of a tiny model of shape ``spec`` (GPT-2 or Llama family)."""
+    from transformers import GPT2Config, LlamaConfig
+
+    if spec.family == "gpt2":
+        return GPT2Config(vocab_size=vocab_size, n_positions=spec.max_len, n_embd=spec.d_model, n_layer=spec.n_layer,
+                          n_head=spec.n_head, bos_token_id=257, eos_token_id=258, pad_token_id=256,
+                          resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)  # no dropout: RL needs one policy
+    return LlamaConfig(vocab_size=vocab_size, hidden_size=spec.d_model, intermediate_size=4 * spec.d_model,
+                       num_hidden_layers=spec.n_layer, num_attention_heads=spec.n_head,
+                       num_key_value_heads=spec.n_head, max_position_embeddings=spec.max_len,
+                       bos_token_id=257, eos_token_id=258, pad_token_id=256)
+
+
 def build_tiny(spec: TinyLM, vocab_size: int, *, seed: int = 0):
     """A randomly initialised ``transformers`` causal LM of the given shape."""
-    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
 
     torch.manual_seed(seed)
-    if spec.family == "gpt2":
-        cfg = GPT2Config(vocab_size=vocab_size, n_positions=spec.max_len, n_embd=spec.d_model, n_layer=spec.n_layer,
-                         n_head=spec.n_head, bos_token_id=257, eos_token_id=258, pad_token_id=256,
-                         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)  # no dropout: RL needs one policy
-        return GPT2LMHeadModel(cfg)
-    cfg = LlamaConfig(vocab_size=vocab_size, hidden_size=spec.d_model, intermediate_size=4 * spec.d_model,
-                      num_hidden_layers=spec.n_layer, num_attention_heads=spec.n_head,
-                      num_key_value_heads=spec.n_head, max_position_embeddings=spec.max_len,
-                      bos_token_id=257, eos_token_id=258, pad_token_id=256)
-    return LlamaForCausalLM(cfg)
+    return AutoModelForCausalLM.from_config(tiny_config(spec, vocab_size))
 
 
 def load_causal_lm(path: str | Path | None, spec: TinyLM | None = None, *, special_tokens: tuple[str, ...] = (),
