@@ -29,7 +29,7 @@ import torch
 from shiftbounds.llm.distributed import init_from_env, shard, wrap
 from shiftbounds.llm.gsm8k import METHODS, SPECIALS, NoisyTeacher, exact_match, load_gsm8k, prompt_text, student_loss
 from shiftbounds.llm.memory import Stage, estimate, format_estimate, model_shape
-from shiftbounds.llm.models import ByteTokenizer, TinyLM, load_causal_lm, tiny_config
+from shiftbounds.llm.models import ByteTokenizer, TinyLM, check_model_folder, load_causal_lm, tiny_config
 from shiftbounds.llm.training import fit, make_batch, span_nll
 from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_json
@@ -56,14 +56,16 @@ class GSM8KConfig:
     teacher_steps: int = field(default=30, metadata={"help": "fine-tuning steps of a tiny teacher on the train answers"})
     d_model: int = field(default=64, metadata={"help": "tiny model width"})
     n_layer: int = field(default=2, metadata={"help": "tiny model depth"})
-    device: str = field(default="auto", metadata={"help": "auto, cpu or cuda"})
-    gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations in the backward pass (less memory)"})
+    device: str = field(default="auto", metadata={"help": "auto, cpu or cuda", "resume": False})
+    gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations in the backward pass (less memory)", "resume": False})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
-    out_dir: str = field(default="results/gsm8k_distill/smoke", metadata={"help": "results folder"})
-    prompt_len: int = field(default=256, metadata={"help": "prompt tokens assumed by --estimate-only"})
-    estimate_only: bool = field(default=False, metadata={"help": "print the device-memory estimate and exit (loads no weights)"})
+    out_dir: str = field(default="results/gsm8k_distill/smoke", metadata={"help": "results folder", "resume": False})
+    prompt_len: int = field(default=256, metadata={"help": "prompt tokens assumed by --estimate-only", "resume": False})
+    estimate_only: bool = field(default=False, metadata={"help": "print the device-memory estimate and exit (loads no weights)", "resume": False})
 
     def __post_init__(self) -> None:
+        check_model_folder(self.teacher_model, "--teacher-model")
+        check_model_folder(self.student_model, "--student-model")
         bad = [m for m in self.methods if m not in METHODS]
         if bad or not self.methods:
             raise ValueError(f"--methods must come from {METHODS}; got unknown {bad}")
@@ -121,8 +123,7 @@ def run(cfg: GSM8KConfig, stream=sys.stderr) -> dict:
     prog = Progress(len(jobs) * cfg.steps, "gsm8k_distill", stream=stream, enabled=info.is_main)
     if info.is_main:
         # one file per (method, eta, seed): adding methods, noise levels or seeds reuses the others
-        guard_resume(out / "runs", asdict(cfg), ignore=("out_dir", "device", "gradient_checkpointing", "methods", "etas", "seeds",
-                                                         "prompt_len", "estimate_only"))
+        guard_resume(out / "runs", cfg, ignore=("methods", "etas", "seeds"))
     runs = []
     for method, eta, k in jobs:
         path = out / "runs" / f"{method}_eta{eta}_seed{k}.json"

@@ -46,7 +46,7 @@ import torch
 from shiftbounds.llm.dialogue import RuleUser, dialogue_pg_loss, roll_out_batch, user_prompt
 from shiftbounds.llm.distributed import all_mean, init_from_env, shard, wrap
 from shiftbounds.llm.memory import Stage, estimate, format_estimate, model_shape
-from shiftbounds.llm.models import ByteTokenizer, TinyLM, load_causal_lm, tiny_config
+from shiftbounds.llm.models import ByteTokenizer, TinyLM, check_model_folder, load_causal_lm, tiny_config
 from shiftbounds.llm.taskmaster import (
     ROLE_TOKENS,
     load_reward_labels,
@@ -106,13 +106,15 @@ class RealDialogueConfig:
     leak: float = field(default=0.2, metadata={"help": "rule-based prompted simulator: leak rate"})
     d_model: int = field(default=64, metadata={"help": "tiny model width"})
     n_layer: int = field(default=2, metadata={"help": "tiny model depth"})
-    device: str = field(default="auto", metadata={"help": "auto, cpu or cuda"})
-    gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations in the backward pass (less memory)"})
+    device: str = field(default="auto", metadata={"help": "auto, cpu or cuda", "resume": False})
+    gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations in the backward pass (less memory)", "resume": False})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
-    out_dir: str = field(default="results/real_dialogue/smoke", metadata={"help": "results folder"})
-    estimate_only: bool = field(default=False, metadata={"help": "print the device-memory estimate and exit (loads no weights)"})
+    out_dir: str = field(default="results/real_dialogue/smoke", metadata={"help": "results folder", "resume": False})
+    estimate_only: bool = field(default=False, metadata={"help": "print the device-memory estimate and exit (loads no weights)", "resume": False})
 
     def __post_init__(self) -> None:
+        check_model_folder(self.policy_model, "--policy-model")
+        check_model_folder(self.user_model, "--user-model")
         if self.n_labels < 0:
             raise ValueError(f"--n-labels must be >= 0 (0: all); got {self.n_labels}")
         for k in ("n_dialogues", "n_tm3_turns", "sft_steps", "classifier_steps", "batch", "rl_steps", "goals_per_step", "turns",
@@ -271,7 +273,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     st = _Stages(cfg, info)
     memory = memory_estimate(cfg)
     if info.is_main:
-        guard_resume(st.folder, asdict(cfg), ignore=("out_dir", "device", "gradient_checkpointing", "estimate_only"))
+        guard_resume(st.folder, cfg)
         print(f"[real_dialogue] estimated device memory per process: {memory['peak_gib']:.2f} GiB ({memory['peak_stage']})",
               file=stream)
     prog = Progress(9, "real_dialogue", stream=stream, enabled=info.is_main)

@@ -114,3 +114,16 @@ def test_progress_prints_eta():
     lines = buf.getvalue().splitlines()
     assert lines[-1].startswith("[job] 3/3") and "ETA 0s" in lines[-1]
     assert format_seconds(3725) == "1h02m" and format_seconds(65) == "1m05s"
+
+
+def test_guard_resume_skips_config_fields_marked_resume_false(tmp_path):
+    @dataclass(frozen=True)
+    class Cfg:
+        steps: int = 10
+        out_dir: str = field(default="a", metadata={"resume": False})
+
+    guard_resume(tmp_path, Cfg())
+    assert read_json(tmp_path / "config.json") == {"steps": 10}
+    guard_resume(tmp_path, Cfg(out_dir="elsewhere"))
+    with pytest.raises(ValueError, match="steps: saved 10, now 11"):
+        guard_resume(tmp_path, Cfg(steps=11))

@@ -103,6 +103,13 @@ def autocast(device: torch.device):
     return contextlib.nullcontext()
 
 
+def check_model_folder(path: str, option: str) -> None:
+    """Raise ``ValueError`` naming ``option`` unless ``path`` is empty (a tiny model from a config)
+    or a folder holding a ``transformers`` model's ``config.json``."""
+    if path and not (Path(path) / "config.json").exists():
+        raise ValueError(f"{option} must be a local model folder holding config.json (or empty for a tiny model); got {path!r}")
+
+
 def tiny_config(spec: TinyLM, vocab_size: int):
     """The ``transformers`` config of a tiny model of shape ``spec`` (GPT-2 or Llama family)."""
     from transformers import GPT2Config, LlamaConfig
@@ -164,8 +171,8 @@ def forward_with_cache(model, input_ids: torch.Tensor, cache=None, *, last_only:
     (the keyword is ``cache`` from version 5 on, ``past_key_values`` before).
 
     ``last_only``: logits of the last position alone (``[B, 1, V]``), all a sampler reads. A prefill
-    then never holds ``[B, T, V]`` logits (about 20 GB in bf16 for 64 prompts of 1,024 tokens at a
-    152k vocabulary); a ``transformers`` without ``logits_to_keep`` returns every position.
+    then never holds ``[B, T, V]`` logits (by arithmetic, 19.9 GB in bf16 for 64 prompts of 1,024
+    tokens at a 151,936-entry vocabulary); a ``transformers`` without ``logits_to_keep`` returns every position.
     """
     keep = {"logits_to_keep": 1} if last_only else {}
     attempts = [("cache", keep), ("past_key_values", keep)] + ([("past_key_values", {})] if keep else [])

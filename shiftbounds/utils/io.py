@@ -12,7 +12,7 @@ import json
 import math
 import os
 import tempfile
-from dataclasses import asdict, is_dataclass
+from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -118,17 +118,23 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
     return _atomic_replace(path, lambda tmp: torch.save(obj, tmp))
 
 
-def guard_resume(folder: str | os.PathLike, config: Mapping[str, Any], ignore: Iterable[str] = ("out_dir", "device")) -> None:
+def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] = ("out_dir", "device")) -> None:
     """Refuse to resume saved stages computed under other settings.
 
     The first call records ``config`` as ``<folder>/config.json``; a later call compares the two and
-    raises ``ValueError`` naming every setting that changed (the keys in ``ignore`` never matter to
-    what a stage computes). A folder of stages with no record yet is adopted as it is.
+    raises ``ValueError`` naming every setting that changed. ``config`` is a mapping or a config
+    dataclass; the keys in ``ignore``, and a dataclass's fields marked ``metadata={"resume":
+    False}``, never matter to what a stage computes and are left out. A folder of stages with no
+    record yet is adopted as it is.
     """
+    skip = set(ignore)
+    if is_dataclass(config) and not isinstance(config, type):
+        skip |= {f.name for f in fields(config) if f.metadata.get("resume", True) is False}
+        config = asdict(config)
     path = Path(folder) / "config.json"
-    now = {k: v for k, v in _jsonable(dict(config)).items() if k not in set(ignore)}
+    now = {k: v for k, v in _jsonable(dict(config)).items() if k not in skip}
     if path.exists():
-        saved = {k: v for k, v in read_json(path).items() if k not in set(ignore)}
+        saved = {k: v for k, v in read_json(path).items() if k not in skip}
         changed = sorted(k for k in set(now) | set(saved) if now.get(k) != saved.get(k))
         if changed:
             diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in changed)
