@@ -7,7 +7,7 @@ error about ``eps`` (policy families) or ``delta`` (simulator families), compute
 gap and the bound, and fits ``log gap`` against ``log H`` with a bootstrap CI. In the regime
 ``eps H << 1`` the bound grows like ``H^2``; whether the *gap* does depends on the family:
 
-* ``cliff`` / ``sim-cliff`` (THEORY.md §2 tightness): the gap is the bound to first order;
+* ``cliff`` / ``sim-cliff`` (docs/theory.md §2 tightness): the gap is the bound to first order;
 * ``absorbing`` / ``absorbing-sim``: random dialogue MDPs where a deviation (a risky action, a
   user who drops out) leads to an absorbing failure: quadratic, like the cliff;
 * ``mixing`` / ``mixing-sim``: plain random kernels forget deviations, so the gap grows
@@ -30,7 +30,7 @@ from shiftbounds import constructions as C
 from shiftbounds.shift import policy_shift, simulator_shift
 from shiftbounds.tabular import mixture_policy
 from shiftbounds.utils.cli import parse_config
-from shiftbounds.utils.io import atomic_write_text, markdown_table, write_csv, write_json
+from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
 from shiftbounds.utils.plotting import new_figure, save_figure, series_style
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.stats import loglog_slope
@@ -52,7 +52,7 @@ class BoundCheckConfig:
     cliff_eps_H: tuple[float, ...] = field(default=(1.0, 0.5, 0.2, 0.1, 0.05, 0.01, 0.001), metadata={"help": "eps*H values for the cliff-ratio curve"})
     n_boot: int = field(default=2000, metadata={"help": "bootstrap resamples for slope CIs"})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
-    out_dir: str = field(default="results/bound_check", metadata={"help": "folder for the results"})
+    out_dir: str = field(default="results/bound_check/default", metadata={"help": "folder for the results", "resume": False})
 
     def __post_init__(self) -> None:
         if len(self.horizons) < 2 or min(self.horizons) < 2:
@@ -75,8 +75,7 @@ class BoundCheckConfig:
 
 PRESETS = {
     "default": {},
-    "smoke": {"horizons": (8, 16, 32), "n_instances": 16, "n_states": 3, "n_boot": 200,
-              "out_dir": "results/bound_check_smoke"},
+    "smoke": {"horizons": (8, 16, 32), "n_instances": 16, "n_states": 3, "n_boot": 200},
 }
 
 
@@ -136,6 +135,7 @@ def run(cfg: BoundCheckConfig, stream=sys.stderr) -> dict:
     """Run the sweep, write every output, and return the results dict."""
     rng = np.random.default_rng(cfg.seed)
     out = Path(cfg.out_dir)
+    guard_resume(out, cfg)
     rows, slopes = [], []
     prog = Progress(len(cfg.families) * len(cfg.horizons), "bound_check", stream=stream)
     for family in cfg.families:
@@ -200,7 +200,7 @@ def plot(results: dict, stem: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    cfg = parse_config(BoundCheckConfig, __doc__, PRESETS, "default", argv)
+    cfg = parse_config(BoundCheckConfig, __doc__, PRESETS, argv, name="experiments.bound_check")
     results = run(cfg)
     print(f"\nper-turn error eps = {cfg.eps:.3g}; slopes of log|gap| on log H (95% bootstrap CI):")
     for s in results["slopes"]:

@@ -43,7 +43,7 @@ from shiftbounds.dialogue.exact import (
 from shiftbounds.dialogue.plots import plot_per_turn, plot_regime_map, plot_sycophancy
 from shiftbounds.dialogue.tasks import REWARD_SOURCES, TASKS, prompted_simulator, real_user
 from shiftbounds.utils.cli import parse_config
-from shiftbounds.utils.io import atomic_write_text, markdown_table, read_json, write_csv, write_json
+from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.stats import mean_ci
 
@@ -69,7 +69,7 @@ class RegimeConfig:
     count_alpha: float = field(default=1.0, metadata={"help": "smoothing of the count-model simulator"})
     seeds: int = field(default=3, metadata={"help": "log samples (seeds) per setting"})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
-    out_dir: str = field(default="results/dialogue_regimes", metadata={"help": "folder for the results"})
+    out_dir: str = field(default="results/dialogue_regimes/default", metadata={"help": "folder for the results", "resume": False})
 
     def __post_init__(self) -> None:
         bad = [t for t in self.tasks if t not in TASKS]
@@ -95,7 +95,7 @@ class RegimeConfig:
 PRESETS = {
     "default": {},
     "smoke": {"horizon": 3, "horizons": (3,), "n_main": 30, "n_logs": (30,), "accept_wrong_grid": (0.0, 0.6),
-              "leak_grid": (0.0, 0.4), "seeds": 2, "out_dir": "results/dialogue_regimes_smoke"},
+              "leak_grid": (0.0, 0.4), "seeds": 2},
 }
 
 
@@ -215,6 +215,7 @@ def _block_path(cfg: RegimeConfig, task: str, H: int) -> Path:
 def run(cfg: RegimeConfig, stream=sys.stderr) -> dict:
     """Run (resuming finished blocks), write every output, return the results dict."""
     out = Path(cfg.out_dir)
+    guard_resume(out, cfg)
     todo = [(t, H) for t in cfg.tasks for H in cfg.horizons]
     steps_per_block = lambda H: cfg.seeds * len(set(cfg.n_logs) | ({cfg.n_main} if H == cfg.horizon else set())) \
         + len({(a, l) for a in cfg.accept_wrong_grid for l in cfg.leak_grid} | {(cfg.accept_wrong, cfg.leak)})
@@ -276,7 +277,7 @@ def run(cfg: RegimeConfig, stream=sys.stderr) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    cfg = parse_config(RegimeConfig, __doc__, PRESETS, "default", argv)
+    cfg = parse_config(RegimeConfig, __doc__, PRESETS, argv, name="experiments.dialogue_regimes")
     results = run(cfg)
     print((Path(cfg.out_dir) / "results.md").read_text())
     print(f"wrote {cfg.out_dir}/results.md, main.csv, per_turn.csv, regimes.csv, results.json and figures")

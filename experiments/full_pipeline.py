@@ -2,46 +2,49 @@
 
 ``python -m experiments.full_pipeline [--preset smoke|default|gpu] [options]``
 
-For every task and seed (PIPELINE.md):
+For every task and seed (docs/pipeline.md):
 
 1. **logs** — ``pi_data`` talks to the real user; a train / held-out split (JSONL, documented in
    ``shiftbounds.dialogue.logs``);
-2. **SFT agent** — the shared initialisation of all three paradigms;
+2. **SFT agent** — the shared initialisation of every arm (reported as the ``sft`` row);
 3. **calibrated simulator** — SFT of a transformer user model on the train logs' user turns (goal
-   and history as input), a realism discriminator, and optionally ``--realism-steps`` of
-   discriminator-reward fine-tuning;
+   and history as input), a realism discriminator, and ``--realism-steps`` of
+   discriminator-reward fine-tuning (a second calibrated simulator);
 4. **RL** — one policy-gradient algorithm (group baseline, exact KL to the SFT agent), the same
-   budget for each paradigm: Static Context RL on logged contexts with the judge's reward,
-   Interactive RL against the prompted simulator, Calibrated Interactive RL against the
-   calibrated one (both paid by their simulator's acceptance);
+   budget for each arm: Static Context RL on logged contexts with the judge's reward (myopic and
+   one-step variants), Interactive RL against the prompted simulator, Calibrated Interactive RL
+   against each calibrated simulator (paid by their simulator's acceptance);
 5. **measurements** — ``J_real`` (judge, real user) and ``J_sim`` over training, per-turn
    ``eps_t``, ``Delta_t``, ``delta_t``, ``D_t``, ``rho_t`` with CIs (estimators in
-   ``shiftbounds.dialogue.measures``), the simulators' sycophancy and realism.
+   ``shiftbounds.dialogue.measures``), the simulators' sycophancy and realism, and per-seed paired
+   differences of ``J_real`` between arms.
 
-Presets: ``smoke`` (seconds; the tests), ``default`` (the main results; a few minutes on 2 cores),
-``gpu`` (wider models, more logs and steps; this version runs it on the CPU only).
+Presets: ``smoke`` (about 15 s on 2 cores; the tests), ``default`` (the main results), ``gpu``
+(wider models, more logs and steps; ``--device auto`` picks the GPU).
 
-Outputs under ``--out-dir``: ``results.json``, ``results.md`` (main table with 95 % CIs over
-seeds), ``per_turn.csv``, ``curves.csv``, ``config.json`` and figures (PNG + PDF). Every stage is
-saved under ``<task>/seed<k>/`` and skipped on a rerun; RL resumes from its last evaluation.
+Outputs under ``--out-dir`` (default ``results/full_pipeline/<preset>/``): ``results.json``,
+``results.md`` (main table with 95 % CIs over seeds and the paired differences), ``main.csv``,
+``paired.csv``, ``per_turn.csv``, ``curves.csv``, ``simulators.csv``, ``config.json`` (settings
+and environment; ``--config`` reruns it), ``timings.json`` / ``timings.md`` and figures (PNG +
+PDF). Every stage is saved under ``<task>/seed<k>/`` and skipped on a rerun; RL resumes from its
+last evaluation; a rerun with settings that change results is refused.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from shiftbounds.dialogue import measures as M
-from shiftbounds.dialogue.exact import make_task, prepare_task, sample_logs
+from shiftbounds.dialogue.exact import make_task, prepare_task, prompted_paradigm, reference_results, sample_logs
 from shiftbounds.dialogue.logs import read_jsonl, split, write_jsonl
 from shiftbounds.dialogue.rollout import ExplicitUser, NeuralUser, rollout
 from shiftbounds.dialogue.stages import (
-    PARADIGMS,
     ModelConfig,
     RLConfig,
     SFTConfig,
@@ -56,10 +59,11 @@ from shiftbounds.dialogue.tasks import REWARD_SOURCES, TASKS, prompted_simulator
 from shiftbounds.dialogue.tokens import Vocab, encode
 from shiftbounds.nn.transformer import load_model, save_model
 from shiftbounds.theory.bounds import compounding
-from shiftbounds.utils.cli import build_parser, config_from_args
-from shiftbounds.utils.io import atomic_write_text, markdown_table, read_json, write_csv, write_json
+from shiftbounds.utils.cli import exit_on_stale, parse_config
+from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.plotting import new_figure, save_figure, series_style
 from shiftbounds.utils.progress import Progress, format_seconds
+from shiftbounds.utils.seeding import numpy_rng, torch_generator, torch_init_seed
 from shiftbounds.utils.stats import mean_ci
 
 
@@ -80,21 +84,20 @@ class PipelineConfig:
     n_layer: int = field(default=2, metadata={"help": "blocks of every network"})
     sft_steps: int = field(default=1000, metadata={"help": "SFT steps (agent and simulator)"})
     disc_steps: int = field(default=200, metadata={"help": "realism discriminator steps"})
-    realism_steps: int = field(default=0, metadata={"help": "discriminator-reward fine-tuning steps of the simulator (0 = off)"})
+    realism_steps: int = field(default=200, metadata={"help": "discriminator-reward fine-tuning steps of the simulator; > 0 adds the calibrated_realism arm (0 = off)"})
     rl_steps: int = field(default=1000, metadata={"help": "policy-gradient steps per paradigm (same for all)"})
     goals_per_step: int = field(default=16, metadata={"help": "goals (or logged contexts) per RL step"})
     group: int = field(default=4, metadata={"help": "group size of the baseline"})
     rl_lr: float = field(default=1e-3, metadata={"help": "RL learning rate"})
     kl_coef: float = field(default=0.05, metadata={"help": "KL(pi || pi_SFT) weight"})
-    static_reward: str = field(default="myopic", metadata={"help": "Static Context RL reward: myopic or one_step"})
     eval_every: int = field(default=100, metadata={"help": "RL steps between learning-curve points"})
     n_eval: int = field(default=2000, metadata={"help": "dialogues per final evaluation"})
     n_curve: int = field(default=400, metadata={"help": "dialogues per learning-curve point"})
     # --- run
-    seeds: int = field(default=3, metadata={"help": "seeds (independent logs and training)"})
+    seeds: int = field(default=5, metadata={"help": "seeds (independent logs and training)"})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
-    device: str = field(default="cpu", metadata={"help": "cpu (cuda / auto-with-a-GPU exit with a message: CUDA is not implemented for this pipeline yet)"})
-    out_dir: str = field(default="results/full_pipeline/default", metadata={"help": "results folder"})
+    device: str = field(default="cpu", metadata={"help": "cpu, cuda or auto (CUDA when available); generators stay on the CPU, so draws match across devices"})
+    out_dir: str = field(default="results/full_pipeline/default", metadata={"help": "results folder", "resume": False})
 
     def __post_init__(self) -> None:
         bad = [t for t in self.tasks if t not in TASKS]
@@ -120,146 +123,219 @@ class PipelineConfig:
         SFTConfig(self.sft_steps)
 
     def rl_config(self) -> RLConfig:
-        return RLConfig(self.rl_steps, self.goals_per_step, self.group, self.rl_lr, self.kl_coef, self.static_reward,
-                        self.eval_every)
+        return RLConfig(self.rl_steps, self.goals_per_step, self.group, self.rl_lr, self.kl_coef, "myopic", self.eval_every)
 
 
 PRESETS = {
     "default": {},
     "smoke": {"n_logs": 80, "sft_steps": 30, "disc_steps": 10, "realism_steps": 5, "rl_steps": 10, "eval_every": 5,
-              "n_eval": 200, "n_curve": 50, "seeds": 2, "horizon": 3, "d_model": 32, "n_layer": 1,
-              "out_dir": "results/full_pipeline/smoke"},
+              "n_eval": 200, "n_curve": 50, "seeds": 2, "horizon": 3, "d_model": 32, "n_layer": 1},
     "gpu": {"n_logs": 5000, "d_model": 256, "n_layer": 4, "sft_steps": 3000, "disc_steps": 1000, "realism_steps": 500,
             "rl_steps": 3000, "goals_per_step": 64, "group": 8, "n_eval": 20000, "n_curve": 2000, "seeds": 5,
-            "device": "auto", "out_dir": "results/full_pipeline/gpu"},
+            "device": "auto"},
 }
 
 
-def _gen(cfg: PipelineConfig, *key: int) -> torch.Generator:
-    return torch.Generator().manual_seed(int(np.random.SeedSequence([cfg.seed, *key]).generate_state(1)[0]))
+ARMS = {  # arm -> (paradigm, Static Context RL reward, training user)
+    "static_myopic": ("static", "myopic", None),
+    "static_one_step": ("static", "one_step", None),
+    "interactive": ("interactive", "myopic", "prompted"),
+    "calibrated": ("calibrated", "myopic", "calibrated"),
+    "calibrated_realism": ("calibrated", "myopic", "calibrated_realism"),
+}
+PAIRS = (("calibrated", "interactive"), ("calibrated_realism", "interactive"), ("calibrated_realism", "calibrated"),
+         ("interactive", "static_myopic"), ("interactive", "static_one_step"))
 
 
-def run_task_seed(cfg: PipelineConfig, task_name: str, k: int, prog: Progress) -> dict:
-    """Every stage for one (task, seed), resuming from what is saved under ``<task>/seed<k>/``."""
+def arms(cfg: PipelineConfig) -> tuple[str, ...]:
+    """The RL arms of a run: both Static Context RL variants, Interactive RL, Calibrated
+    Interactive RL with the SFT simulator and (with ``--realism-steps`` > 0) with the realism-tuned one."""
+    return tuple(a for a in ARMS if a != "calibrated_realism" or cfg.realism_steps > 0)
+
+
+def resolve_device(name: str) -> torch.device:
+    """``cpu``, ``cuda``, or ``auto`` (CUDA when available); a missing GPU is an error naming the option."""
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("--device cuda: no CUDA device is available here")
+    return torch.device("cuda" if name == "cuda" or (name == "auto" and torch.cuda.is_available()) else "cpu")
+
+
+def _on(data: dict, device: torch.device) -> dict:
+    return {k: v.to(device) for k, v in data.items()}
+
+
+def run_task_seed(cfg: PipelineConfig, task_name: str, k: int) -> dict:
+    """Every stage for one (task, seed), resuming from what is saved under ``<task>/seed<k>/``.
+
+    Every stage draws from a generator keyed by (task, seed index, stage[, step]) from ``--seed``
+    (:mod:`shiftbounds.utils.seeding`), and every network is initialised from its own key, so a
+    stage computes the same whether the stages before it ran in this process or were loaded."""
     folder = Path(cfg.out_dir) / task_name / f"seed{k}"
     done = folder / "measures.json"
     if done.exists():
-        prog.update(prog_units(cfg), note=f"{task_name} seed={k} (resumed)")
         return read_json(done)
-    tid = sorted(TASKS).index(task_name)
+    dev = resolve_device(cfg.device)
+    gen = lambda *key: torch_generator(cfg.seed, task_name, k, *key)  # noqa: E731 - one generator per keyed draw
+    rng = lambda *key: numpy_rng(cfg.seed, task_name, k, *key)  # noqa: E731
     task = make_task(task_name, cfg.horizon, cfg.reward_source)
     prep = prepare_task(task)
     vocab = Vocab(task)
     mcfg = ModelConfig(cfg.d_model, cfg.n_layer)
     real = ExplicitUser(task, prep.real)
     prompted = ExplicitUser(task, prompted_simulator(cfg.accept_wrong, cfg.leak))
+    label = f"{task_name} seed{k}"
     # ------------------------------------------------------------------ 1. logs
     logs_path = folder / "logs.jsonl"
     if not logs_path.exists():
-        write_jsonl(logs_path, task, sample_logs(prep, cfg.n_logs, rng=np.random.default_rng([cfg.seed, tid, k, 1])))
-    train_logs, held_logs = split(read_jsonl(logs_path, prep.space), cfg.held_out, rng=np.random.default_rng([cfg.seed, tid, k, 2]))
-    train, held = encode(vocab, train_logs), encode(vocab, held_logs)
+        write_jsonl(logs_path, task, sample_logs(prep, cfg.n_logs, rng=rng("logs")))
+    train_logs, held_logs = split(read_jsonl(logs_path, prep.space), cfg.held_out, rng=rng("split"))
+    train, held = _on(encode(vocab, train_logs), dev), _on(encode(vocab, held_logs), dev)
 
-    stage_seconds: dict[str, float] = {}
+    seconds: dict[str, float] = {}
 
-    def stage_model(name: str, make):
+    def build(name: str, n_classes: int | None = None):
+        with torch_init_seed(cfg.seed, task_name, k, "init", name):
+            return mcfg.build(vocab, n_classes).to(dev)
+
+    def stage(name: str, steps: int, make):
+        """Load ``<name>.pt`` or compute it with ``make(progress)`` (per-step progress with ETA) and save it."""
         path = folder / f"{name}.pt"
         if path.exists():
-            return load_model(path).eval()
+            return load_model(path).to(dev).eval()
+        prog = Progress(steps, f"{label} {name}", min_interval=5.0)
         t0 = time.perf_counter()
-        net = make()
-        stage_seconds[name] = time.perf_counter() - t0
+        net = make(lambda step, loss: prog.update(1, note=f"loss {loss:.4f}"))
+        seconds[name] = time.perf_counter() - t0
         save_model(net, path)
         return net
 
     # ------------------------------------------------------------------ 2. SFT agent, 3. calibrated simulator
-    torch.manual_seed(int(_gen(cfg, tid, k, 3).initial_seed() % 2**31))
-    sft_agent = stage_model("sft_agent", lambda: sft(vocab, mcfg.build(vocab), train, "agent", SFTConfig(cfg.sft_steps), _gen(cfg, tid, k, 4)))
-    prog.update(1, note=f"{task_name} seed={k} SFT agent")
-    sim_sft = stage_model("sim_sft", lambda: sft(vocab, mcfg.build(vocab), train, "user", SFTConfig(cfg.sft_steps), _gen(cfg, tid, k, 5)))
-    disc = stage_model("discriminator", lambda: train_discriminator(vocab, mcfg, sim_sft, train, SFTConfig(cfg.disc_steps), _gen(cfg, tid, k, 6)))
-    sim = sim_sft
+    sft_cfg = SFTConfig(cfg.sft_steps)
+    sft_agent = stage("sft_agent", cfg.sft_steps, lambda pr: sft(vocab, build("agent"), train, "agent", sft_cfg, gen("sft_agent"), pr))
+    sim_sft = stage("sim_sft", cfg.sft_steps, lambda pr: sft(vocab, build("sim"), train, "user", sft_cfg, gen("sim_sft"), pr))
+    disc = stage("discriminator", cfg.disc_steps, lambda pr: train_discriminator(
+        vocab, build("discriminator", 2), sim_sft, train, SFTConfig(cfg.disc_steps), gen("discriminator"), pr))
+    users = {None: None, "prompted": prompted, "calibrated": NeuralUser(vocab, sim_sft)}
+    sims = {"real": real, "prompted": prompted, "calibrated": sim_sft}
     if cfg.realism_steps:
-        sim = stage_model("sim_realism", lambda: realism_finetune(vocab, sim_sft, disc, train, SFTConfig(cfg.realism_steps, lr=3e-4), cfg.kl_coef, _gen(cfg, tid, k, 7)))
-    prog.update(1, note=f"{task_name} seed={k} calibrated simulator")
-    calibrated = NeuralUser(vocab, sim)
+        sim_realism = stage("sim_realism", cfg.realism_steps, lambda pr: realism_finetune(
+            vocab, sim_sft, disc, train, SFTConfig(cfg.realism_steps, lr=3e-4), cfg.kl_coef, gen("sim_realism"), pr))
+        users["calibrated_realism"] = NeuralUser(vocab, sim_realism)
+        sims["calibrated_realism"] = sim_realism
     # ------------------------------------------------------------------ 4. RL, one algorithm for all paradigms
-    users = {"static": None, "interactive": prompted, "calibrated": calibrated}
-    eval_gen = _gen(cfg, tid, k, 8)
     agents, curves = {}, {}
-    for p_idx, paradigm in enumerate(PARADIGMS):
-        path = folder / f"agent_{paradigm}.pt"
-        curve_path = folder / f"curve_{paradigm}.json"
-        train_user = users[paradigm]
+    for arm in arms(cfg):
+        paradigm, static_reward, user_key = ARMS[arm]
+        path, curve_path = folder / f"agent_{arm}.pt", folder / f"curve_{arm}.json"
+        train_user = users[user_key]
         if path.exists() and curve_path.exists():
-            agents[paradigm], curves[paradigm] = load_model(path).eval(), read_json(curve_path)
-            prog.update(1, note=f"{task_name} seed={k} {paradigm} (resumed)")
+            agents[arm], curves[arm] = load_model(path).to(dev).eval(), read_json(curve_path)
             continue
-        evaluate = (lambda a, u=train_user: M.evaluate_agent(vocab, a, real, cfg.n_curve, eval_gen, u))
+
+        def evaluate(agent, step, u=train_user, arm=arm):
+            return M.evaluate_agent(vocab, agent, real, cfg.n_curve, gen("curve", arm, step), u)
+
+        prog = Progress(cfg.rl_steps, f"{label} rl_{arm}", min_interval=5.0)
         t0 = time.perf_counter()
-        agent, curve = train_agent(vocab, sft_agent, paradigm, cfg.rl_config(), _gen(cfg, tid, k, 10 + p_idx),
-                                   logs=train, user=train_user, evaluate=evaluate, checkpoint=folder / f"rl_{paradigm}.ckpt")
-        stage_seconds[f"rl_{paradigm}"] = time.perf_counter() - t0
+        agent, curve = train_agent(vocab, sft_agent, paradigm, replace(cfg.rl_config(), static_reward=static_reward),
+                                   gen("rl", arm), logs=train, user=train_user, evaluate=evaluate,
+                                   progress=lambda step, loss: prog.update(1, note=f"loss {loss:.4f}"),
+                                   checkpoint=folder / f"rl_{arm}.ckpt")
+        seconds[f"rl_{arm}"] = time.perf_counter() - t0
         save_model(agent, path)
         write_json(curve_path, curve)
-        agents[paradigm], curves[paradigm] = agent, curve
-        prog.update(1, note=f"{task_name} seed={k} RL {paradigm}")
+        agents[arm], curves[arm] = agent, curve
     # ------------------------------------------------------------------ 5. measurements
     t_measure = time.perf_counter()
-    mgen = _gen(cfg, tid, k, 20)
-    rng = np.random.default_rng([cfg.seed, tid, k, 21])
     # d^{pi_data}: a fresh sample of n_eval logging dialogues (the held-out logs are few, and a
     # plug-in TV is biased upwards by about sqrt(contexts / n))
-    ref = encode(vocab, sample_logs(prep, cfg.n_eval, rng=np.random.default_rng([cfg.seed, tid, k, 22])))
+    ref = _on(encode(vocab, sample_logs(prep, cfg.n_eval, rng=rng("pi_data_sample"))), dev)
     ref_states = M.summaries(prep.space, ref["actions"], ref["acts"])
-    out = {"task": task_name, "seed": k, "paradigms": {}, "simulators": {}}
-    for paradigm, agent in agents.items():
-        train_user = users[paradigm] or real
-        ev = M.evaluate_agent(vocab, agent, real, cfg.n_eval, mgen, users[paradigm])
+    out = {"task": task_name, "seed": k, "sft": M.evaluate_agent(vocab, sft_agent, real, cfg.n_eval, gen("measure", "sft")),
+           "paradigms": {}, "simulators": {}}
+    for arm, agent in agents.items():
+        train_user = users[ARMS[arm][2]]
+        mg = gen("measure", arm)
+        ev = M.evaluate_agent(vocab, agent, real, cfg.n_eval, mg, train_user)
         eps = M.eps_on_logs(vocab, agent, prep.space, prep.data_policy, ref, ref_states)
-        goals = torch.randint(task.n_goals, (cfg.n_eval,), generator=mgen)
-        ro_real = rollout(vocab, agent, real, goals, generator=mgen)
-        ro_sim = rollout(vocab, agent, train_user, goals, generator=mgen, real=real)
+        goals = torch.randint(task.n_goals, (cfg.n_eval,), generator=mg).to(dev)
+        ro_real = rollout(vocab, agent, real, goals, generator=mg)
+        ro_sim = rollout(vocab, agent, train_user or real, goals, generator=mg, real=real)
         s_real = M.summaries(prep.space, ro_real.actions, ro_real.acts)
         s_sim = M.summaries(prep.space, ro_sim.actions, ro_sim.acts)
         res = {**ev, "eps": eps, "B_eps": compounding(np.array(eps["mean"])).tolist(),
-               "Delta": M.plugin_tv(s_real, ref_states, prep.space.n_states, rng), "curve": curves[paradigm]}
-        if users[paradigm] is not None:
+               "Delta": M.plugin_tv(s_real, ref_states, prep.space.n_states, rng("Delta", arm)), "curve": curves[arm]}
+        if train_user is not None:
             errs = M.simulator_errors(ro_sim, task)
             res.update({"delta": errs["delta"], "rho": errs["rho"],
                         "B_delta": compounding(np.array(errs["delta"]["mean"])).tolist(),
-                        "D": M.plugin_tv(s_real, s_sim, prep.space.n_states, rng)})
-        out["paradigms"][paradigm] = res
-    for name, user in (("real", real), ("prompted", prompted), ("calibrated", sim)):
+                        "D": M.plugin_tv(s_real, s_sim, prep.space.n_states, rng("D", arm))})
+        out["paradigms"][arm] = res
+    for name, user in sims.items():
         out["simulators"][name] = {**M.sycophancy(vocab, user, held), "nll_per_turn": user_nll(vocab, user, held).tolist()}
-    out["simulators"]["calibrated"]["discriminator_accuracy"] = discriminator_accuracy(vocab, disc, sim, held, _gen(cfg, tid, k, 22))
-    out["simulators"]["prompted"]["discriminator_accuracy"] = discriminator_accuracy(
-        vocab, train_discriminator(vocab, mcfg, prompted, train, SFTConfig(cfg.disc_steps), _gen(cfg, tid, k, 23)), prompted, held, _gen(cfg, tid, k, 24))
-    stage_seconds["measurements"] = time.perf_counter() - t_measure
-    out["stage_seconds"] = stage_seconds  # stages computed in this call (resumed ones are absent)
+    for name in sims:
+        if name == "real":
+            continue
+        d = disc if name == "calibrated" else train_discriminator(
+            vocab, build(f"discriminator_{name}", 2), sims[name], train, SFTConfig(cfg.disc_steps), gen("discriminator", name))
+        out["simulators"][name]["discriminator_accuracy"] = discriminator_accuracy(vocab, d, sims[name], held, gen("disc_eval", name))
+    seconds["measurements"] = time.perf_counter() - t_measure
     write_json(done, out)
-    prog.update(1, note=f"{task_name} seed={k} measured")
+    write_json(folder / "timings.json", seconds)  # stages computed in the call that finished this (task, seed)
     return out
 
 
-def prog_units(cfg: PipelineConfig) -> int:
-    """Progress units per (task, seed): SFT, simulator, three RL runs, measurements."""
-    return 2 + len(PARADIGMS) + 1
+def exact_references(cfg: PipelineConfig, task_name: str) -> dict:
+    """Exact ``J_real`` of the real-user optimum, ``pi_data`` and the exact Interactive-RL policy
+    (the optimum against the prompted simulator), from the tabular engine: the same for every seed."""
+    prep = prepare_task(make_task(task_name, cfg.horizon, cfg.reward_source))
+    refs = reference_results(prep)
+    return {"optimal": refs["optimal"]["J_real"], "pi_data": refs["pi_data"]["J_real"],
+            "interactive_exact": prompted_paradigm(prep, cfg.accept_wrong, cfg.leak)["J_real"]}
+
+
+def _ci_cells(prefix: str, x: np.ndarray) -> dict:
+    e = mean_ci(x)
+    return {prefix: e.value, prefix + "_ci": f"[{e.low:.3f}, {e.high:.3f}]"}
+
+
+def paired_rows(cfg: PipelineConfig, runs: list[dict]) -> list[dict]:
+    """Per-seed paired differences of ``J_real`` (the seeds share logs, SFT agent and simulators),
+    with 95 % t-intervals over seeds; ``verdict`` names an ordering only when the CI excludes 0."""
+    rows = []
+    present = arms(cfg)
+    pairs = [p for p in PAIRS if p[0] in present and p[1] in present] + [(a, "sft") for a in present]
+    for task in cfg.tasks:
+        rs = sorted((r for r in runs if r["task"] == task), key=lambda r: r["seed"])
+        for a, b in pairs:
+            val = lambda r, arm: r["sft"]["J_real"] if arm == "sft" else r["paradigms"][arm]["J_real"]  # noqa: E731
+            diff = np.array([val(r, a) - val(r, b) for r in rs])
+            e = mean_ci(diff)
+            verdict = f"{a} > {b}" if e.low > 0 else f"{a} < {b}" if e.high < 0 else "not significant"
+            rows.append({"task": task, "difference": f"{a} - {b}", "mean": e.value, "ci": f"[{e.low:.3f}, {e.high:.3f}]",
+                         "low": e.low, "high": e.high, "seeds": len(diff), "verdict": verdict})
+    return rows
 
 
 def summarise(cfg: PipelineConfig, runs: list[dict]) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
-    """Main table, per-turn rows, learning-curve rows and simulator rows."""
+    """Main table (exact references, the SFT agent, every arm), per-turn rows, learning-curve rows
+    and simulator rows."""
     main, per_turn, curves, sims = [], [], [], []
     for task in cfg.tasks:
-        rs = [r for r in runs if r["task"] == task]
-        for paradigm in PARADIGMS:
-            ps = [r["paradigms"][paradigm] for r in rs]
-            row = {"task": task, "paradigm": paradigm}
+        rs = sorted((r for r in runs if r["task"] == task), key=lambda r: r["seed"])
+        refs = exact_references(cfg, task)
+        main += [{"task": task, "paradigm": "real-user optimum (exact)", "J_real": refs["optimal"]},
+                 {"task": task, "paradigm": "pi_data (exact)", "J_real": refs["pi_data"]},
+                 {"task": task, "paradigm": "Interactive RL optimum (exact)", "J_real": refs["interactive_exact"]},
+                 {"task": task, "paradigm": "sft", **_ci_cells("J_real", np.array([r["sft"]["J_real"] for r in rs])),
+                  "success": float(np.mean([r["sft"]["success"] for r in rs]))}]
+        for arm in arms(cfg):
+            ps = [r["paradigms"][arm] for r in rs]
+            row = {"task": task, "paradigm": arm}
             for key in ("J_real", "success", "J_sim", "sim_gap"):
                 if key in ps[0]:
-                    e = mean_ci(np.array([p[key] for p in ps]))
-                    row[key] = e.value
-                    row[key + "_ci"] = f"[{e.low:.3f}, {e.high:.3f}]"
+                    row.update(_ci_cells(key, np.array([p[key] for p in ps])) if key in ("J_real", "sim_gap")
+                               else {key: float(np.mean([p[key] for p in ps]))})
             row["sum_eps"] = float(np.mean([np.sum(p["eps"]["mean"]) for p in ps]))
             row["sum_Delta"] = float(np.mean([np.sum(p["Delta"]["mean"]) for p in ps]))
             if "delta" in ps[0]:
@@ -267,7 +343,7 @@ def summarise(cfg: PipelineConfig, runs: list[dict]) -> tuple[list[dict], list[d
                 row["sum_rho"] = float(np.mean([np.sum(p["rho"]["mean"]) for p in ps]))
             main.append(row)
             for t in range(cfg.horizon):
-                pr = {"task": task, "paradigm": paradigm, "t": t}
+                pr = {"task": task, "paradigm": arm, "t": t}
                 for key in ("eps", "Delta", "delta", "D", "rho"):
                     if key in ps[0]:
                         pr[key] = float(np.mean([p[key]["mean"][t] for p in ps]))
@@ -277,9 +353,9 @@ def summarise(cfg: PipelineConfig, runs: list[dict]) -> tuple[list[dict], list[d
                 per_turn.append(pr)
             for p, r in zip(ps, rs):
                 for c in p["curve"]:
-                    curves.append({"task": task, "paradigm": paradigm, "seed": r["seed"], "step": c["step"],
+                    curves.append({"task": task, "paradigm": arm, "seed": r["seed"], "step": c["step"],
                                    "agent_tokens": c["agent_tokens"], "J_real": c["J_real"], "J_sim": c.get("J_sim")})
-        for name in ("real", "prompted", "calibrated"):
+        for name in rs[0]["simulators"]:
             ss = [r["simulators"][name] for r in rs]
             row = {"task": task, "user_model": name}
             for key in ("accept_wrong", "leak", "clarify", "discriminator_accuracy"):
@@ -290,19 +366,12 @@ def summarise(cfg: PipelineConfig, runs: list[dict]) -> tuple[list[dict], list[d
     return main, per_turn, curves, sims
 
 
-def stage_rows(runs: list[dict]) -> list[dict]:
-    """Mean wall seconds of each stage over the (task, seed) runs that computed it."""
-    names = list(dict.fromkeys(k for r in runs for k in r.get("stage_seconds", {})))
-    return [{"stage": n, "mean_seconds": float(np.mean([r["stage_seconds"][n] for r in runs if n in r.get("stage_seconds", {})])),
-             "runs": sum(n in r.get("stage_seconds", {}) for r in runs)} for n in names]
-
-
 def plot_curves(curves: list[dict], cfg: PipelineConfig, stem: Path) -> list[Path]:
     """``J_real`` (solid) and the training objective ``J_sim`` (dashed) against agent tokens, per task."""
     fig, axes = new_figure(ncols=len(cfg.tasks), width=3.4, height=2.6)
     for j, task in enumerate(cfg.tasks):
         ax = axes[0, j]
-        for i, paradigm in enumerate(PARADIGMS):
+        for i, paradigm in enumerate(arms(cfg)):
             rows = [c for c in curves if c["task"] == task and c["paradigm"] == paradigm]
             steps = sorted({c["agent_tokens"] for c in rows})
             st = series_style(i)
@@ -324,7 +393,7 @@ def plot_shifts(per_turn: list[dict], cfg: PipelineConfig, stem: Path) -> list[P
         ax = axes[0, j]
         rows = [r for r in per_turn if r["task"] == task]
         t = list(range(cfg.horizon))
-        st = [r for r in rows if r["paradigm"] == "static"]
+        st = [r for r in rows if r["paradigm"] == "static_myopic"]
         ax.plot(t, [r["Delta"] for r in st], label=r"static $\Delta_t$", **series_style(0))
         ax.plot(t, [r["B_eps"] for r in st], color=series_style(0)["color"], linestyle=":", label=r"static $B(\epsilon)_t$")
         for i, p in enumerate(("interactive", "calibrated")):
@@ -346,49 +415,65 @@ def plot_sycophancy(sims: list[dict], cfg: PipelineConfig, stem: Path) -> list[P
         ax = axes[0, j]
         rows = [s for s in sims if s["task"] == task]
         for i, r in enumerate(rows):
-            ax.bar(np.arange(3) + 0.27 * i, [r[k] for k in keys], 0.27, label=r["user_model"],
-                   color=series_style(i)["color"], hatch=("", "//", "..")[i], edgecolor="black", linewidth=0.4)
-        ax.set_xticks(np.arange(3) + 0.27, keys)
+            w = 0.8 / len(rows)
+            ax.bar(np.arange(3) + w * i, [r[k] for k in keys], w, label=r["user_model"],
+                   color=series_style(i)["color"], hatch=("", "//", "..", "xx")[i % 4], edgecolor="black", linewidth=0.4)
+        ax.set_xticks(np.arange(3) + 0.4 - 0.4 / len(rows), keys)
         ax.set_title(task)
         ax.set_ylabel("rate")
     axes[0, 0].legend(frameon=False, fontsize=6)
     return save_figure(fig, stem)
 
 
-def run(cfg: PipelineConfig, stream=sys.stderr) -> dict:
-    """Run (or resume) every stage, write every output, return the results dict."""
+def run(cfg: PipelineConfig) -> dict:
+    """Run (or resume) every stage, write every output, return the results dict.
+
+    Refuses an ``--out-dir`` made under settings that change results (naming them). Every output
+    file except ``timings.json`` / ``timings.md`` (wall seconds) is the same, byte for byte,
+    whether the run went through at once or was killed and resumed any number of times."""
     out = Path(cfg.out_dir)
-    write_json(out / "config.json", asdict(cfg))
-    prog = Progress(len(cfg.tasks) * cfg.seeds * prog_units(cfg), "full_pipeline", stream=stream, min_interval=2.0)
+    guard_resume(out, cfg)
+    prog = Progress(len(cfg.tasks) * cfg.seeds, "full_pipeline (task, seed) runs")
     runs, times = [], {}
     for task in cfg.tasks:
         for k in range(cfg.seeds):
             t0 = time.perf_counter()
-            runs.append(run_task_seed(cfg, task, k, prog))
+            runs.append(run_task_seed(cfg, task, k))
             times[f"{task}/seed{k}"] = time.perf_counter() - t0
+            prog.update(1, note=f"{task} seed{k} done")
     main, per_turn, curves, sims = summarise(cfg, runs)
-    results = {"config": asdict(cfg), "main": main, "per_turn": per_turn, "simulators": sims, "runs": runs,
-               "wall_seconds": times}
+    paired = paired_rows(cfg, runs)
+    results = {"config": asdict(cfg), "main": main, "paired": paired, "per_turn": per_turn, "simulators": sims, "runs": runs}
     write_json(out / "results.json", results)
     write_csv(out / "main.csv", main)
+    write_csv(out / "paired.csv", paired)
     write_csv(out / "per_turn.csv", per_turn)
     write_csv(out / "curves.csv", curves)
     write_csv(out / "simulators.csv", sims)
     md = (f"# Full pipeline: three paradigms, small transformers\n\nH = {cfg.horizon}; {cfg.n_logs} logged dialogues "
           f"({cfg.held_out:.0%} held out); prompted simulator accept-wrong {cfg.accept_wrong}, leak {cfg.leak}; "
           f"{cfg.rl_steps} RL steps x {cfg.goals_per_step * cfg.group} dialogues (same agent-token budget for every "
-          f"paradigm); {cfg.seeds} seeds, 95 % CIs over seeds. J_real: judged return against the real user "
-          f"(explicit ground-truth model); J_sim: the training simulator's own acceptance return.\n\n"
+          f"arm); {cfg.seeds} seeds, 95 % CIs over seeds. J_real: judged return against the real user "
+          f"(explicit ground-truth model); J_sim: the training simulator's own acceptance return. Exact rows come from "
+          f"the tabular engine; `sft` is the shared starting point of every arm.\n\n"
           + markdown_table(main, ["task", "paradigm", "J_real", "J_real_ci", "success", "J_sim", "sim_gap", "sim_gap_ci",
                                   "sum_eps", "sum_Delta", "sum_delta", "sum_rho"])
+          + "\n## Paired differences of J_real over seeds (95 % CI; an ordering only where it excludes 0)\n\n"
+          + markdown_table(paired, ["task", "difference", "mean", "ci", "verdict"])
           + "\n## User models at held-out logged histories\n\n"
           + markdown_table(sims, ["task", "user_model", "accept_wrong", "leak", "clarify", "nll_per_turn", "discriminator_accuracy"])
           + "\nDiscriminator accuracy: a classifier of real vs simulated user turns trained on the train logs, "
-            "scored on held-out logs (0.5 = indistinguishable).\n\n"
-          + "## Wall time per (task, seed) in this call, and per stage where the stage ran in it\n\n"
-          + "\n".join(f"- {k}: {format_seconds(v)}" for k, v in times.items()) + "\n\n"
-          + (markdown_table(stage_rows(runs)) if any(r.get("stage_seconds") for r in runs) else ""))
+            "scored on held-out logs (0.5 = indistinguishable). Wall times: timings.md.\n")
     atomic_write_text(out / "results.md", md)
+    stage_s = [read_json(p) for p in sorted(out.glob("*/seed*/timings.json"))]
+    names = list(dict.fromkeys(n for t in stage_s for n in t))
+    stage_rows = [{"stage": n, "mean_seconds": float(np.mean([t[n] for t in stage_s if n in t])),
+                   "runs": sum(n in t for t in stage_s)} for n in names]
+    write_json(out / "timings.json", {"per_task_seed_this_call": times, "stages": stage_rows})
+    atomic_write_text(out / "timings.md", "# Wall time\n\nPer (task, seed) in the last call:\n\n"
+                      + "\n".join(f"- {k}: {format_seconds(v)}" for k, v in times.items())
+                      + "\n\nPer stage, over the (task, seed) runs whose stages were computed:\n\n"
+                      + (markdown_table(stage_rows) if stage_rows else "(none)\n"))
     plot_curves(curves, cfg, out / "learning_curves")
     plot_shifts(per_turn, cfg, out / "per_turn_shifts")
     plot_sycophancy(sims, cfg, out / "sycophancy")
@@ -403,26 +488,12 @@ def main(argv: list[str] | None = None) -> dict:
             raise SystemExit("--task takes 'taskmaster4' (the real-data path); synthetic tasks use --tasks")
         from experiments import real_dialogue
 
-        rest = argv[:i] + argv[i + 2:]
-        if "--preset" not in rest:
-            rest += ["--preset", "smoke"]
-        return real_dialogue.main(rest)
-    parser = build_parser(PipelineConfig, __doc__, PRESETS, "default")
-    parser.add_argument("--task", choices=["taskmaster4"],
-                        help="run the real-data path (experiments.real_dialogue) instead; its own options follow")
-    args = parser.parse_args(argv)
-    try:
-        cfg = config_from_args(PipelineConfig, args, PRESETS)
-    except ValueError as exc:
-        parser.error(str(exc))
-    if cfg.device == "cuda" or (cfg.device == "auto" and torch.cuda.is_available()):
-        # Not yet: the stages draw from CPU generators and create tensors without a device, so a
-        # CUDA run needs the device threaded through them (see the closing note of this version).
-        raise SystemExit("full_pipeline runs on the CPU in this version; pass --device cpu "
-                         "(CUDA execution of the small-transformer pipeline is not implemented yet)")
-    results = run(cfg)
+        return real_dialogue.main(argv[:i] + argv[i + 2:])
+    cfg = parse_config(PipelineConfig, __doc__, PRESETS, argv, name="experiments.full_pipeline")
+    results = exit_on_stale(run, cfg)
     print((Path(cfg.out_dir) / "results.md").read_text())
-    print(f"wrote {cfg.out_dir}: results.md, results.json, main.csv, per_turn.csv, curves.csv, simulators.csv, figures")
+    print(f"wrote {cfg.out_dir}: results.md, results.json, main.csv, paired.csv, per_turn.csv, curves.csv, simulators.csv, "
+          "timings.md, figures")
     return results
 
 

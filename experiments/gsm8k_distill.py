@@ -13,7 +13,7 @@ greedy decoding on test problems. Each finished run is saved under ``runs/`` and
 The smoke preset (tiny random models, a handful of problems) checks the machinery in about a
 minute on a CPU; its accuracies are 0 and mean nothing. The gpu preset documents a 0.5-1.5B run:
 ``--teacher-model`` / ``--student-model`` local folders (e.g. a 1.5B teacher and a 0.5B student),
-bf16, batch 16 prompts, 384 new tokens, 500 steps per method; ``--estimate-only true`` prints the
+bf16, batch 16 prompts, 384 new tokens, 500 steps per method; ``--estimate-only`` prints the
 expected device memory (:mod:`shiftbounds.llm.memory`) without loading weights.
 """
 
@@ -43,10 +43,10 @@ class GSM8KConfig:
     data_dir: str = field(default="", metadata={"help": "folder holding gsm8k/ (default: ../shared/data)"})
     teacher_model: str = field(default="", metadata={"help": "local teacher folder (empty: tiny model from a config)"})
     student_model: str = field(default="", metadata={"help": "local student folder (empty: tiny model from a config)"})
-    methods: tuple[str, ...] = field(default=METHODS, metadata={"help": f"students, from {METHODS}"})
-    etas: tuple[float, ...] = field(default=(0.0, 0.2), metadata={"help": "noise as an eta mixture with uniform"})
+    methods: tuple[str, ...] = field(default=METHODS, metadata={"help": f"students, from {METHODS}", "resume": False})
+    etas: tuple[float, ...] = field(default=(0.0, 0.2), metadata={"help": "noise as an eta mixture with uniform", "resume": False})
     temperature: float = field(default=1.0, metadata={"help": "teacher sampling temperature (paper: 1 or 4)"})
-    seeds: int = field(default=1, metadata={"help": "seeds per (method, eta)"})
+    seeds: int = field(default=1, metadata={"help": "seeds per (method, eta)", "resume": False})
     n_train: int = field(default=64, metadata={"help": "training problems"})
     n_test: int = field(default=32, metadata={"help": "test problems"})
     steps: int = field(default=20, metadata={"help": "student steps"})
@@ -59,7 +59,7 @@ class GSM8KConfig:
     device: str = field(default="auto", metadata={"help": "auto, cpu or cuda", "resume": False})
     gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations in the backward pass (less memory)", "resume": False})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
-    out_dir: str = field(default="results/gsm8k_distill/smoke", metadata={"help": "results folder", "resume": False})
+    out_dir: str = field(default="results/gsm8k_distill/default", metadata={"help": "results folder", "resume": False})
     prompt_len: int = field(default=256, metadata={"help": "prompt tokens assumed by --estimate-only", "resume": False})
     estimate_only: bool = field(default=False, metadata={"help": "print the device-memory estimate and exit (loads no weights)", "resume": False})
 
@@ -80,8 +80,7 @@ PRESETS = {
     "smoke": {"methods": ("bc", "opd-F", "nail-F", "nail-Mixed"), "etas": (0.0, 0.2), "n_train": 16, "n_test": 8,
               "steps": 3, "batch": 2, "max_new": 24, "teacher_steps": 5, "d_model": 32, "n_layer": 1},
     "gpu": {"etas": (0.0, 0.1, 0.2), "seeds": 2, "n_train": 7473, "n_test": 1319, "steps": 500, "batch": 16,
-            "max_new": 384, "lr": 1e-5, "teacher_steps": 0, "gradient_checkpointing": True,
-            "out_dir": "results/gsm8k_distill/gpu"},
+            "max_new": 384, "lr": 1e-5, "teacher_steps": 0, "gradient_checkpointing": True},
 }
 
 
@@ -123,7 +122,7 @@ def run(cfg: GSM8KConfig, stream=sys.stderr) -> dict:
     prog = Progress(len(jobs) * cfg.steps, "gsm8k_distill", stream=stream, enabled=info.is_main)
     if info.is_main:
         # one file per (method, eta, seed): adding methods, noise levels or seeds reuses the others
-        guard_resume(out / "runs", cfg, ignore=("methods", "etas", "seeds"))
+        guard_resume(out, cfg)  # one file per (method, eta, seed) under runs/: a sweep reuses the others
     runs = []
     for method, eta, k in jobs:
         path = out / "runs" / f"{method}_eta{eta}_seed{k}.json"
@@ -154,7 +153,6 @@ def run(cfg: GSM8KConfig, stream=sys.stderr) -> dict:
     results = {"config": asdict(cfg), "teacher_exact_match": teacher_em, "rows": rows, "runs": runs,
                "models": {"teacher": cfg.teacher_model or "tiny gpt2 from a config", "student": cfg.student_model or "tiny gpt2 from a config"}}
     if info.is_main:
-        write_json(out / "config.json", asdict(cfg))
         write_json(out / "results.json", results)
         atomic_write_text(out / "results.md", f"# GSM8K noisy-teacher distillation\n\nTeacher exact match {teacher_em:.3f} on "
                           f"{cfg.n_test} test problems; teacher temperature {cfg.temperature}; {cfg.steps} steps x {cfg.batch} prompts "
@@ -163,7 +161,7 @@ def run(cfg: GSM8KConfig, stream=sys.stderr) -> dict:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    cfg = parse_config(GSM8KConfig, __doc__, {"default": {}, **PRESETS}, "smoke", argv)
+    cfg = parse_config(GSM8KConfig, __doc__, {"default": {}, **PRESETS}, argv, name="experiments.gsm8k_distill")
     if cfg.estimate_only:
         est = memory_estimate(cfg)
         print(format_estimate(est))

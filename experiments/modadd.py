@@ -1,4 +1,4 @@
-"""Modular addition with a noisy teacher: BC vs OPD vs NAIL students trained from scratch (THEORY.md §5).
+"""Modular addition with a noisy teacher: BC vs OPD vs NAIL students trained from scratch (docs/theory.md §5).
 
 ``python -m experiments.modadd [--preset smoke|default|paper] [options]``
 
@@ -39,7 +39,7 @@ from shiftbounds.modadd import (
 from shiftbounds.llm.models import resolve_device
 from shiftbounds.nn.transformer import load_model, save_model
 from shiftbounds.utils.cli import parse_config
-from shiftbounds.utils.io import atomic_write_text, markdown_table, read_json, write_csv, write_json
+from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.plotting import new_figure, save_figure, series_style
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.stats import mean_ci
@@ -51,11 +51,11 @@ class ModAddConfig:
 
     p: int = field(default=7, metadata={"help": "modulus p"})
     m: int = field(default=8, metadata={"help": "residues per prompt (chain length)"})
-    etas: tuple[float, ...] = field(default=(0.0, 0.1, 0.2), metadata={"help": "teacher noise levels"})
-    methods: tuple[str, ...] = field(default=METHODS, metadata={"help": f"students, from {METHODS}"})
+    etas: tuple[float, ...] = field(default=(0.0, 0.1, 0.2), metadata={"help": "teacher noise levels (each run cached by key: a folder may hold several sweeps)", "resume": False})
+    methods: tuple[str, ...] = field(default=METHODS, metadata={"help": f"students, from {METHODS}", "resume": False})
     law: str = field(default="mixture", metadata={"help": f"noisy-teacher law, from {LAWS}"})
     noised_student: bool = field(default=False, metadata={"help": "OPD/NAIL fit (1-eta) pi_hat + eta nu (known-noise form)"})
-    seeds: int = field(default=3, metadata={"help": "seeds per (eta, method)"})
+    seeds: int = field(default=3, metadata={"help": "seeds per (eta, method)", "resume": False})
     steps: int = field(default=300, metadata={"help": "student optimisation steps"})
     batch: int = field(default=64, metadata={"help": "prompts per step"})
     lr: float = field(default=3e-3, metadata={"help": "student learning rate"})
@@ -65,7 +65,7 @@ class ModAddConfig:
     n_eval: int = field(default=1000, metadata={"help": "held-out prompts"})
     device: str = field(default="cpu", metadata={"help": "cpu, cuda or auto"})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
-    out_dir: str = field(default="results/modadd", metadata={"help": "folder for results, teacher and runs"})
+    out_dir: str = field(default="results/modadd/default", metadata={"help": "folder for results, teacher and runs", "resume": False})
 
     def __post_init__(self) -> None:
         bad = [x for x in self.methods if x not in METHODS]
@@ -85,9 +85,9 @@ class ModAddConfig:
 PRESETS = {
     "default": {},
     "smoke": {"m": 4, "etas": (0.0, 0.2), "methods": ("bc", "nail-F"), "seeds": 1, "steps": 20, "batch": 32,
-              "teacher_steps": 60, "n_eval": 200, "d_model": 32, "out_dir": "results/modadd_smoke"},
+              "teacher_steps": 60, "n_eval": 200, "d_model": 32},
     "paper": {"m": 31, "etas": (0.0, 0.1, 0.2, 0.3), "seeds": 3, "steps": 3000, "batch": 256, "d_model": 256,
-              "n_layer": 4, "teacher_steps": 6000, "n_eval": 2000, "device": "auto", "out_dir": "results/modadd_paper"},
+              "n_layer": 4, "teacher_steps": 6000, "n_eval": 2000, "device": "auto"},
 }
 
 
@@ -116,6 +116,7 @@ def get_teacher(cfg: ModAddConfig, task: ModAddTask, stream) -> tuple[torch.nn.M
 def run(cfg: ModAddConfig, stream=sys.stderr) -> dict:
     """Train everything that is not saved yet, then write results and the figure."""
     out = Path(cfg.out_dir)
+    guard_resume(out, cfg)
     task = ModAddTask(cfg.p, cfg.m)
     teacher, teacher_acc = get_teacher(cfg, task, stream)
     eval_prompts = sample_prompts(task, cfg.n_eval, torch.Generator().manual_seed(10_000 + cfg.seed))
@@ -132,8 +133,10 @@ def run(cfg: ModAddConfig, stream=sys.stderr) -> dict:
         scfg = StudentConfig(method=method, eta=eta, law=cfg.law, steps=cfg.steps, batch=cfg.batch, lr=cfg.lr,
                              noised_student=cfg.noised_student, d_model=cfg.d_model, n_layer=cfg.n_layer)
         gen = torch.Generator().manual_seed(int(np.random.SeedSequence([cfg.seed, k, int(eta * 1000), METHODS.index(method)]).generate_state(1)[0]))
-        torch.manual_seed(int(gen.initial_seed()) % (2**31))
-        student = train_student(task, scfg, teacher, gen, progress=lambda s, l: prog.update(note=f"{method} eta={eta} seed={k} loss {l:.3f}"))
+        with torch.random.fork_rng(devices=[]):  # the student's initialisation, without touching the global generator
+            torch.manual_seed(int(gen.initial_seed()) % (2**31))
+            student = train_student(task, scfg, teacher, gen,
+                                    progress=lambda s, l: prog.update(note=f"{method} eta={eta} seed={k} loss {l:.3f}"))
         ev = evaluate(task, student, eval_prompts)
         rec = {"method": method, "eta": eta, "seed": k, **asdict(ev)}
         write_json(path, rec)
@@ -177,7 +180,7 @@ def plot(results: dict, stem: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    cfg = parse_config(ModAddConfig, __doc__, PRESETS, "default", argv)
+    cfg = parse_config(ModAddConfig, __doc__, PRESETS, argv, name="experiments.modadd")
     results = run(cfg)
     print(markdown_table(results["rows"]))
     print(f"wrote {cfg.out_dir}/results.md, runs.csv, results.json, modadd.png/pdf")

@@ -1,4 +1,4 @@
-"""Offline behaviour cloning versus on-policy distillation with a noisy expert (THEORY.md §5).
+"""Offline behaviour cloning versus on-policy distillation with a noisy expert (docs/theory.md §5).
 
 ``python -m experiments.noisy_expert [--preset smoke|default] [options]``
 
@@ -34,7 +34,7 @@ from shiftbounds.imitation import (
 )
 from shiftbounds.tabular import expected_return, uniform_policy
 from shiftbounds.utils.cli import parse_config
-from shiftbounds.utils.io import atomic_write_text, markdown_table, read_json, write_csv, write_json
+from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.plotting import new_figure, save_figure, series_style
 from shiftbounds.utils.progress import Progress
 
@@ -68,7 +68,7 @@ class NoisyExpertConfig:
     seeds: int = field(default=20, metadata={"help": "seeds per cell"})
     n_boot: int = field(default=1000, metadata={"help": "bootstrap resamples for CIs"})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
-    out_dir: str = field(default="results/noisy_expert", metadata={"help": "folder for the results"})
+    out_dir: str = field(default="results/noisy_expert/default", metadata={"help": "folder for the results", "resume": False})
 
     def __post_init__(self) -> None:
         bad = [m for m in self.methods if m not in METHODS] + [f for f in self.families if f not in FAMILIES]
@@ -87,7 +87,7 @@ class NoisyExpertConfig:
 PRESETS = {
     "default": {},
     "smoke": {"horizons": (4, 8), "etas": (0.0, 0.3), "methods": ("bc", "nail-F", "opd-F"), "seeds": 4,
-              "budget": 256, "n_boot": 100, "out_dir": "results/noisy_expert_smoke"},
+              "budget": 256, "n_boot": 100},
 }
 
 
@@ -152,6 +152,7 @@ def _block_path(cfg: NoisyExpertConfig, family: str, H: int, eta: float) -> Path
 def run(cfg: NoisyExpertConfig, stream=sys.stderr) -> dict:
     """Run (resuming finished blocks), write every output, return the results dict."""
     out = Path(cfg.out_dir)
+    guard_resume(out, cfg)
     rng = np.random.default_rng(cfg.seed)
     cells = [(f, H, e) for f in cfg.families for e in cfg.etas for H in cfg.horizons]
     prog = Progress(len(cells), "noisy_expert", stream=stream)
@@ -223,7 +224,7 @@ def plot(results: dict, stem: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    cfg = parse_config(NoisyExpertConfig, __doc__, PRESETS, "default", argv)
+    cfg = parse_config(NoisyExpertConfig, __doc__, PRESETS, argv, name="experiments.noisy_expert")
     results = run(cfg)
     print(markdown_table(results["slopes"]))
     print(f"wrote {cfg.out_dir}/results.md, sample_complexity.csv, growth.csv, results.json, noisy_expert.png/pdf")

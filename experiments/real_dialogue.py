@@ -29,7 +29,7 @@ numbers check the machinery only). The cpu preset is the largest run that fits t
 under an hour (byte-level GPT-2 of width 128 and 4 blocks, all Taskmaster-4 dialogues; 53 minutes
 measured). The gpu preset documents a 0.5-1.5B run: ``--policy-model`` and
 ``--user-model`` local folders, bf16, 2000 dialogues, 200 RL steps of 8 goals x 4 rollouts, 256 new
-tokens per turn. ``--estimate-only true`` prints the device memory each stage needs, from the
+tokens per turn. ``--estimate-only`` prints the device memory each stage needs, from the
 model folders' configs, before any weights are loaded (:mod:`shiftbounds.llm.memory`).
 """
 
@@ -109,7 +109,7 @@ class RealDialogueConfig:
     device: str = field(default="auto", metadata={"help": "auto, cpu or cuda", "resume": False})
     gradient_checkpointing: bool = field(default=False, metadata={"help": "recompute activations in the backward pass (less memory)", "resume": False})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
-    out_dir: str = field(default="results/real_dialogue/smoke", metadata={"help": "results folder", "resume": False})
+    out_dir: str = field(default="results/real_dialogue/default", metadata={"help": "results folder", "resume": False})
     estimate_only: bool = field(default=False, metadata={"help": "print the device-memory estimate and exit (loads no weights)", "resume": False})
 
     def __post_init__(self) -> None:
@@ -135,11 +135,10 @@ PRESETS = {
               "n_layer": 1, "n_probe": 4, "n_disc": 8, "gen_batch": 8},
     "cpu": {"max_len": 384, "d_model": 128, "n_layer": 4, "batch": 16, "lr": 2e-3, "sft_steps": 800, "classifier_steps": 200,
             "n_tm3_turns": 4000, "rl_steps": 40, "goals_per_step": 4, "group": 4, "turns": 2, "max_new": 192, "n_eval": 64,
-            "n_probe": 552, "n_disc": 300, "gen_batch": 64, "out_dir": "results/real_dialogue/cpu"},
+            "n_probe": 552, "n_disc": 300, "gen_batch": 64},
     "gpu": {"n_dialogues": 2000, "max_len": 1024, "sft_steps": 2000, "classifier_steps": 1000, "batch": 16, "lr": 2e-5, "rl_steps": 200,
             "goals_per_step": 8, "group": 4, "turns": 4, "max_new": 256, "n_eval": 200, "rl_lr": 1e-6,
-            "n_probe": 552, "n_disc": 2000, "gen_batch": 64, "gradient_checkpointing": True,
-            "out_dir": "results/real_dialogue/gpu"},
+            "n_probe": 552, "n_disc": 2000, "gen_batch": 64, "gradient_checkpointing": True},
 }
 
 
@@ -273,7 +272,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     st = _Stages(cfg, info)
     memory = memory_estimate(cfg)
     if info.is_main:
-        guard_resume(st.folder, cfg)
+        guard_resume(out, cfg)
         print(f"[real_dialogue] estimated device memory per process: {memory['peak_gib']:.2f} GiB ({memory['peak_stage']})",
               file=stream)
     prog = Progress(9, "real_dialogue", stream=stream, enabled=info.is_main)
@@ -446,7 +445,6 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
 def write_outputs(out: Path, cfg: RealDialogueConfig, results: dict, curves: list[dict]) -> None:
     """``results.json``, ``results.md``, ``config.json``, ``per_turn.csv`` (realism by turn index),
     ``curves.csv`` (RL loss and reward per step) and ``realism_by_turn.{png,pdf}``, as the full pipeline."""
-    write_json(out / "config.json", asdict(cfg))
     write_json(out / "results.json", results)
     disc = results["discriminator_auc_tm3"]
     ci = {name: {b: disc_ci(d, b) for b in d["by_turn"]} for name, d in disc.items()}
@@ -540,7 +538,7 @@ def plot_sycophancy(results: dict, path: Path) -> list[Path]:
 
 
 def main(argv: list[str] | None = None) -> dict:
-    cfg = parse_config(RealDialogueConfig, __doc__, {"default": {}, **PRESETS}, "smoke", argv)
+    cfg = parse_config(RealDialogueConfig, __doc__, {"default": {}, **PRESETS}, argv, name="experiments.real_dialogue")
     if cfg.estimate_only:
         est = memory_estimate(cfg)
         print(format_estimate(est))

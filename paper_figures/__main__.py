@@ -1,106 +1,123 @@
 """Regenerate every figure (PNG + PDF) from saved experiment results.
 
-``python -m paper_figures [--results results] [--out paper_figures/out] [--only NAME ...]``
+``python -m paper_figures [--preset smoke|default] [--results-dir results] [--out-dir DIR] [--only NAME ...] [--run-missing]``
 
-Each figure is drawn from its experiment's ``results.json``; when that file is missing, the
-experiment is run first with its default preset (``real_dialogue``: ``--preset cpu``; ``--preset
-smoke`` with ``--smoke``). The list of
+Each figure is drawn from its experiment's ``results.json`` under
+``<results-dir>/<experiment>/<preset>/`` (``real_dialogue``: its ``cpu`` preset under
+``--preset default``). A missing results file is reported with the command that makes it, and the
+group is skipped; ``--run-missing`` runs those commands first (one after the other). The list of
 figures, what each shows and the command behind it is in ``paper_figures/README.md``.
 """
 
 from __future__ import annotations
 
-import argparse
+import subprocess
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import read_json
 
 
-def _bound_check(results: Path, out: Path, smoke: bool) -> list[Path]:
+def _bound_check(r: dict, out: Path) -> list[Path]:
     from experiments import bound_check
 
-    folder = results / ("bound_check_smoke" if smoke else "bound_check")
-    if not (folder / "results.json").exists():
-        bound_check.main(["--out-dir", str(folder)] + (["--preset", "smoke"] if smoke else []))
-    return bound_check.plot(read_json(folder / "results.json"), out / "fig_bound_check")
+    return bound_check.plot(r, out / "fig_bound_check")
 
 
-def _dialogue(results: Path, out: Path, smoke: bool) -> list[Path]:
-    from experiments import dialogue_regimes
+def _dialogue(r: dict, out: Path) -> list[Path]:
     from shiftbounds.dialogue.plots import plot_per_turn, plot_regime_map, plot_sycophancy
 
-    folder = results / ("dialogue_regimes_smoke" if smoke else "dialogue_regimes")
-    if not (folder / "results.json").exists():
-        dialogue_regimes.main(["--out-dir", str(folder)] + (["--preset", "smoke"] if smoke else []))
-    r = read_json(folder / "results.json")
     return (plot_per_turn(r, out / "fig_dialogue_per_turn") + plot_regime_map(r, out / "fig_dialogue_regime_map")
             + plot_sycophancy(r, out / "fig_dialogue_sycophancy"))
 
 
-def _noisy_expert(results: Path, out: Path, smoke: bool) -> list[Path]:
+def _noisy_expert(r: dict, out: Path) -> list[Path]:
     from experiments import noisy_expert
 
-    folder = results / ("noisy_expert_smoke" if smoke else "noisy_expert")
-    if not (folder / "results.json").exists():
-        noisy_expert.main(["--out-dir", str(folder)] + (["--preset", "smoke"] if smoke else []))
-    return noisy_expert.plot(read_json(folder / "results.json"), out / "fig_noisy_expert")
+    return noisy_expert.plot(r, out / "fig_noisy_expert")
 
 
-def _modadd(results: Path, out: Path, smoke: bool) -> list[Path]:
+def _modadd(r: dict, out: Path) -> list[Path]:
     from experiments import modadd
 
-    folder = results / ("modadd_smoke" if smoke else "modadd")
-    if not (folder / "results.json").exists():
-        modadd.main(["--out-dir", str(folder)] + (["--preset", "smoke"] if smoke else []))
-    return modadd.plot(read_json(folder / "results.json"), out / "fig_modadd")
+    return modadd.plot(r, out / "fig_modadd")
 
 
-def _full_pipeline(results: Path, out: Path, smoke: bool) -> list[Path]:
+def _full_pipeline(r: dict, out: Path) -> list[Path]:
     from experiments import full_pipeline as fp
 
-    folder = results / "full_pipeline" / ("smoke" if smoke else "default")
-    if not (folder / "results.json").exists():
-        fp.main(["--out-dir", str(folder)] + (["--preset", "smoke"] if smoke else []))
-    r = read_json(folder / "results.json")
     cfg = fp.PipelineConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in r["config"].items()})
     _, per_turn, curves, sims = fp.summarise(cfg, r["runs"])
     return (fp.plot_curves(curves, cfg, out / "fig_pipeline_learning_curves") + fp.plot_shifts(per_turn, cfg, out / "fig_pipeline_shifts")
             + fp.plot_sycophancy(sims, cfg, out / "fig_pipeline_sycophancy"))
 
 
-def _real_dialogue(results: Path, out: Path, smoke: bool) -> list[Path]:
+def _real_dialogue(r: dict, out: Path) -> list[Path]:
     from experiments import real_dialogue as rd
 
-    folder = results / "real_dialogue" / ("smoke" if smoke else "cpu")
-    if not (folder / "results.json").exists():
-        rd.main(["--out-dir", str(folder), "--preset", "smoke" if smoke else "cpu"])
-    r = read_json(folder / "results.json")
     return rd.plot_realism(r, out / "fig_real_realism_by_turn") + rd.plot_sycophancy(r, out / "fig_real_sycophancy")
 
 
-FIGURES: dict[str, Callable[[Path, Path, bool], list[Path]]] = {
-    "bound_check": _bound_check,
-    "dialogue": _dialogue,
-    "noisy_expert": _noisy_expert,
-    "modadd": _modadd,
-    "full_pipeline": _full_pipeline,
-    "real_dialogue": _real_dialogue,
+# group -> (experiment module, its plot function)
+FIGURES: dict[str, tuple[str, Callable[[dict, Path], list[Path]]]] = {
+    "bound_check": ("bound_check", _bound_check),
+    "dialogue": ("dialogue_regimes", _dialogue),
+    "noisy_expert": ("noisy_expert", _noisy_expert),
+    "modadd": ("modadd", _modadd),
+    "full_pipeline": ("full_pipeline", _full_pipeline),
+    "real_dialogue": ("real_dialogue", _real_dialogue),
 }
+EXPERIMENT_PRESET = {"default": {"real_dialogue": "cpu"}, "smoke": {}}
+
+
+@dataclass(frozen=True)
+class FiguresConfig:
+    """Options of ``python -m paper_figures``."""
+
+    results_dir: str = field(default="results", metadata={"help": "folder holding results/<experiment>/<preset>/"})
+    only: tuple[str, ...] = field(default=tuple(FIGURES), metadata={"help": f"figure groups, from {tuple(FIGURES)}"})
+    run_missing: bool = field(default=False, metadata={"help": "run the experiments whose results are missing (may take long)"})
+    smoke: bool = field(default=False, metadata={"help": "draw from the experiments' smoke presets"})
+    seed: int = field(default=0, metadata={"help": "seed passed to experiments run by --run-missing"})
+    out_dir: str = field(default="paper_figures/out", metadata={"help": "folder for the figures"})
+
+    def __post_init__(self) -> None:
+        bad = [g for g in self.only if g not in FIGURES]
+        if bad or not self.only:
+            raise ValueError(f"--only must name groups from {tuple(FIGURES)}; got unknown {bad}")
+
+
+PRESETS = {"default": {}, "smoke": {"smoke": True, "out_dir": "paper_figures/out_smoke"}}
+
+
+def results_folder(cfg: FiguresConfig, experiment: str) -> tuple[Path, str]:
+    """The results folder a group draws from, and the preset that makes it."""
+    preset = "smoke" if cfg.smoke else EXPERIMENT_PRESET["default"].get(experiment, "default")
+    return Path(cfg.results_dir) / experiment / preset, preset
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--results", default="results", help="folder holding the experiments' results folders")
-    p.add_argument("--out", default="paper_figures/out", help="folder for the figures")
-    p.add_argument("--only", nargs="*", choices=sorted(FIGURES), help="regenerate only these groups")
-    p.add_argument("--smoke", action="store_true", help="use (and if needed run) the smoke presets")
-    a = p.parse_args(argv)
-    written = []
-    for name in a.only or FIGURES:
-        paths = FIGURES[name](Path(a.results), Path(a.out), a.smoke)
+    cfg = parse_config(FiguresConfig, __doc__, PRESETS, argv, name="paper_figures")
+    written, missing = [], []
+    for name in cfg.only:
+        experiment, draw = FIGURES[name]
+        folder, preset = results_folder(cfg, experiment)
+        cmd = [sys.executable, "-m", f"experiments.{experiment}", "--preset", preset, "--out-dir", str(folder),
+               "--seed", str(cfg.seed)]
+        if not (folder / "results.json").exists() and cfg.run_missing:
+            subprocess.run(cmd, check=True)
+        if not (folder / "results.json").exists():
+            missing.append(f"python -m experiments.{experiment} --preset {preset} --out-dir {folder}")
+            print(f"{name}: skipped, {folder / 'results.json'} is missing", file=sys.stderr)
+            continue
+        paths = draw(read_json(folder / "results.json"), Path(cfg.out_dir))
         written += paths
         print(f"{name}: " + ", ".join(str(x) for x in paths))
+    if missing:
+        print("make the missing results with (or pass --run-missing):\n  " + "\n  ".join(missing), file=sys.stderr)
     return written
 
 

@@ -1,4 +1,4 @@
-"""Named MDP instances and random-instance generators (THEORY.md §2 tightness, §6 test instances).
+"""Named MDP instances and random-instance generators (docs/theory.md §2 tightness, §6 test instances).
 
 Every generator takes an explicit ``numpy.random.Generator`` (keyword ``rng``); nothing reads a
 global random state, so one seed fans out reproducibly.
@@ -19,7 +19,7 @@ KERNEL_KINDS: tuple[str, ...] = ("dirichlet", "sparse", "deterministic")
 
 @dataclass(frozen=True)
 class Cliff:
-    """The tightness family of Theorem 1 (THEORY.md §2).
+    """The tightness family of Theorem 1 (docs/theory.md §2).
 
     State 0 = *good*, state 1 = *bad* (absorbing, reward 0). In *good* every action earns
     ``reward``; action 0 keeps the dialogue good, action 1 falls to *bad*. ``data_policy``
@@ -43,7 +43,7 @@ def _check_horizon(horizon: int) -> None:
 
 
 def cliff(H: int, eps: float, reward: float = 1.0) -> Cliff:
-    """The cliff of THEORY.md §2 with horizon ``H`` and falling probability ``eps``."""
+    """The cliff of docs/theory.md §2 with horizon ``H`` and falling probability ``eps``."""
     _check_horizon(H)
     _check_prob("eps", eps)
     T = np.zeros((H, 2, 2, 2))

@@ -1,4 +1,4 @@
-"""Noisy experts, the combination lock, and imitation learners on tabular MDPs (THEORY.md §5).
+"""Noisy experts, the combination lock, and imitation learners on tabular MDPs (docs/theory.md §5).
 
 The learner competes with a clean expert ``pi*`` but only sees the noisy expert
 ``pi*_eta = (1 - eta) pi* + eta nu``: offline as ``n`` trajectories of ``pi*_eta`` (LogLossBC),
@@ -44,7 +44,7 @@ def noisy_expert(expert: np.ndarray, eta: float, noise: np.ndarray | None = None
 
 @dataclass(frozen=True)
 class CombinationLock:
-    """The canonical hard instance (THEORY.md §5).
+    """The canonical hard instance (docs/theory.md §5).
 
     States ``0..H-1`` are the lock's levels (level ``t`` is visited at turn ``t``), state ``H`` is
     the absorbing failure. At level ``t`` action ``secret[t]`` advances, any other fails; the last

@@ -1,6 +1,6 @@
-"""Pure loss functions shared by every learner in the package (THEORY.md §5; PIPELINE.md "RL").
+"""Pure loss functions shared by every learner in the package (docs/theory.md §5; docs/pipeline.md "RL").
 
-Conventions (STYLE.md "Losses and math"):
+Conventions:
 
 * inputs are logits or log-probabilities over the last axis ``V`` (vocabulary or actions) and a
   ``mask`` over the leading axes, e.g. ``[B, T, V]`` with ``mask [B, T]``; masked-out positions
@@ -44,7 +44,7 @@ def selective_log_softmax(logits: torch.Tensor, index: torch.Tensor) -> torch.Te
 
 
 def noised_log_probs(logits: torch.Tensor, eta: float, noise_log_probs: torch.Tensor | None = None) -> torch.Tensor:
-    """``log((1 - eta) softmax(logits) + eta * nu)`` in log space (THEORY.md §5, the noised student
+    """``log((1 - eta) softmax(logits) + eta * nu)`` in log space (docs/theory.md §5, the noised student
     ``pi_eta = (1-eta) pi + eta nu``). ``nu`` defaults to uniform over the last axis.
 
     ``eta = 0`` returns ``log_softmax(logits)`` exactly; ``eta = 1`` returns ``log nu`` exactly.

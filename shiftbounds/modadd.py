@@ -1,4 +1,4 @@
-"""Modular addition with a noisy teacher: the paper's synthetic distillation task (THEORY.md §5).
+"""Modular addition with a noisy teacher: the paper's synthetic distillation task (docs/theory.md §5).
 
 A prompt is ``m`` residues ``x_1..x_m`` modulo ``p``; the chain of thought is the running sums
 ``s_i = (s_{i-1} + x_i) mod p`` and the final answer is ``s_m``. Sequences are

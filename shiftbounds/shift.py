@@ -19,7 +19,7 @@ from shiftbounds.theory.bounds import compounding, theorem1_rhs, theorem2_rhs, t
 
 
 def total_variation(p: Array, q: Array) -> Array:
-    """``TV(p, q) = 1/2 ||p - q||_1`` over the last axis (THEORY.md §1)."""
+    """``TV(p, q) = 1/2 ||p - q||_1`` over the last axis (docs/theory.md §1)."""
     return 0.5 * abs(p - q).sum(-1)
 
 
@@ -64,7 +64,7 @@ def reward_error(real_mdp: TabularMDP, sim_mdp: TabularMDP, contexts: Array, pol
 
 @dataclass(frozen=True)
 class PolicyShift:
-    """Policy-induced shift of Static Context RL (THEORY.md §2). Arrays ``[..., H]`` or ``[...]``.
+    """Policy-induced shift of Static Context RL (docs/theory.md §2). Arrays ``[..., H]`` or ``[...]``.
 
     Attributes:
         eps: ``eps_t = sum_s d_t^{pi_data}(s) TV(pi_t(.|s), pi_data_t(.|s))``.
@@ -105,7 +105,7 @@ def policy_shift(mdp: TabularMDP, policy: Array, data_policy: Array) -> PolicySh
 
 @dataclass(frozen=True)
 class SimulatorShift:
-    """Simulator-induced shift of Interactive RL (THEORY.md §3). Arrays ``[..., H]`` or ``[...]``.
+    """Simulator-induced shift of Interactive RL (docs/theory.md §3). Arrays ``[..., H]`` or ``[...]``.
 
     Attributes:
         delta: ``delta_t = sum_{s,a} d_t^{pi,sim}(s) pi_t(a|s) TV(T_real,t(.|s,a), T_sim,t(.|s,a))``.

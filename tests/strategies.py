@@ -1,4 +1,4 @@
-"""Shared hypothesis strategies for the theorem tests (THEORY.md §6, "What verified means").
+"""Shared hypothesis strategies for the theorem tests (docs/theory.md §6, "What verified means").
 
 Each strategy draws *sizes and a seed* and builds the arrays with an explicit
 ``numpy.random.Generator`` from :mod:`shiftbounds.constructions`: hypothesis shrinks the sizes
@@ -22,9 +22,9 @@ from shiftbounds.tabular import TabularMDP, mixture_policy
 
 EPS64 = float(np.finfo(np.float64).eps)
 INEQUALITY_TOL = 1e-9
-"""Slack allowed on an inequality (THEORY.md §6): ~1e6 ulps, far above rounding at these sizes."""
+"""Slack allowed on an inequality (docs/theory.md §6): ~1e6 ulps, far above rounding at these sizes."""
 IDENTITY_TOL = 1e-10
-"""Allowed |lhs - rhs| for an exact identity (THEORY.md §6)."""
+"""Allowed |lhs - rhs| for an exact identity (docs/theory.md §6)."""
 
 CONCENTRATIONS = (0.1, 0.3, 1.0, 3.0, 10.0)
 MIX_WEIGHTS = (0.0, 1e-6, 0.05, 0.5, 1.0)

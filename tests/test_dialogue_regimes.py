@@ -11,7 +11,7 @@ from experiments import dialogue_regimes as dr
 
 def test_smoke_writes_outputs_and_resumes(tmp_path):
     out = tmp_path / "dr"
-    cfg = dr.parse_config(dr.RegimeConfig, "", dr.PRESETS, "smoke", ["--out-dir", str(out)])
+    cfg = dr.parse_config(dr.RegimeConfig, "", dr.PRESETS, ["--preset", "smoke", "--out-dir", str(out)], name="experiments.dialogue_regimes")
     first = dr.run(cfg, stream=io.StringIO())
     for name in ("results.json", "results.md", "main.csv", "per_turn.csv", "regimes.csv",
                  "regime_map.png", "regime_map.pdf", "per_turn_shifts.png", "sycophancy.pdf"):

@@ -1,4 +1,4 @@
-"""Noisy experts, the combination lock, fits and the BC / on-policy separation (THEORY.md §5)."""
+"""Noisy experts, the combination lock, fits and the BC / on-policy separation (docs/theory.md §5)."""
 
 from __future__ import annotations
 

@@ -142,7 +142,7 @@ def test_gsm8k_smoke_entry_point(tmp_path):
 def test_real_dialogue_smoke_entry_point(tmp_path):
     from experiments import full_pipeline
 
-    res = full_pipeline.main(["--task", "taskmaster4", "--out-dir", str(tmp_path / "r")])
+    res = full_pipeline.main(["--task", "taskmaster4", "--preset", "smoke", "--out-dir", str(tmp_path / "r")])
     assert set(res["paradigms"]) == {"static", "interactive", "calibrated"}
     for corpus in ("taskmaster4", "taskmaster3"):
         assert 0.0 <= res["reward_models"][corpus]["accuracy"] <= 1.0
@@ -157,7 +157,7 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
         assert 0.0 <= d["overall"] <= 1.0 and set(d["by_turn"]) == {"0-4", "5-9", "10-19", "20+"}, name
     # every stage was saved; a rerun resumes them and reproduces the results
     assert len(list((tmp_path / "r" / "stages").glob("*.pt"))) == 6
-    again = full_pipeline.main(["--task", "taskmaster4", "--out-dir", str(tmp_path / "r")])
+    again = full_pipeline.main(["--task", "taskmaster4", "--preset", "smoke", "--out-dir", str(tmp_path / "r")])
     for corpus in ("taskmaster4", "taskmaster3"):
         assert again["reward_models"][corpus]["accuracy"] == res["reward_models"][corpus]["accuracy"]
     assert again["paradigms"] == res["paradigms"] and again["sft_agent"] == res["sft_agent"]

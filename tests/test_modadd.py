@@ -74,7 +74,7 @@ def test_smoke_entry_point_runs_and_resumes(tmp_path, capsys):
     for name in ("results.md", "runs.csv", "results.json", "modadd.png", "modadd.pdf"):
         assert (out / name).exists()
     assert res["teacher_accuracy"] > 0.15  # 60 steps only: above chance (1/7), not near-perfect
-    again = exp.run(exp.parse_config(exp.ModAddConfig, "", exp.PRESETS, "smoke", ["--out-dir", str(out)]))
+    again = exp.run(exp.parse_config(exp.ModAddConfig, "", exp.PRESETS, ["--preset", "smoke", "--out-dir", str(out)], name="experiments.modadd"))
     assert again["rows"] == res["rows"]  # every run resumed from disk
     with pytest.raises(SystemExit):
         exp.main(["--law", "sticky"])

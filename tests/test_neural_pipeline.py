@@ -110,13 +110,14 @@ def test_train_agent_resumes_from_checkpoint(tiny, tmp_path):
     prep, vocab, agent = tiny
     sim = ExplicitUser(prep.task, prompted_simulator(0.3, 0.2))
     cfg = RLConfig(steps=4, goals_per_step=4, group=2, eval_every=2)
-    ev = lambda a: {"J_real": 0.0}  # noqa: E731
+    ev = lambda a, step: {"J_real": float(step)}  # noqa: E731
     ck = tmp_path / "rl.ckpt"
     _, curve_a = train_agent(vocab, agent, "interactive", RLConfig(steps=2, goals_per_step=4, group=2, eval_every=2),
                              torch.Generator().manual_seed(0), user=sim, evaluate=ev, checkpoint=ck)
     assert [c["step"] for c in curve_a] == [0, 2]
     _, curve_b = train_agent(vocab, agent, "interactive", cfg, torch.Generator().manual_seed(0), user=sim, evaluate=ev, checkpoint=ck)
-    assert [c["step"] for c in curve_b] == [0, 2, 4]
+    assert [c["step"] for c in curve_b] == [0, 2, 4]  # step 0 is not recorded twice on resume
+    assert [c["J_real"] for c in curve_b] == [0.0, 2.0, 4.0]
     with pytest.raises(ValueError, match="Static Context RL needs logs"):
         train_agent(vocab, agent, "static", cfg, torch.Generator())
     with pytest.raises(ValueError, match="static_reward must be"):
@@ -138,15 +139,24 @@ def test_neural_user_rollout_and_static_rl(tiny):
 def test_full_pipeline_smoke_and_resume(tmp_path):
     out = tmp_path / "fp"
     res = fp.main(["--preset", "smoke", "--out-dir", str(out)])
-    for name in ("results.md", "results.json", "main.csv", "per_turn.csv", "curves.csv", "simulators.csv", "config.json",
-                 "learning_curves.png", "learning_curves.pdf", "per_turn_shifts.png", "sycophancy.png"):
+    for name in ("results.md", "results.json", "main.csv", "paired.csv", "per_turn.csv", "curves.csv", "simulators.csv",
+                 "config.json", "timings.md", "learning_curves.png", "learning_curves.pdf", "per_turn_shifts.png", "sycophancy.png"):
         assert (out / name).exists(), name
-    assert {(r["task"], r["paradigm"]) for r in res["main"]} == {(t, p) for t in ("guess_number", "booking")
-                                                                  for p in ("static", "interactive", "calibrated")}
-    log = io.StringIO()
-    cfg = parse_config(fp.PipelineConfig, "", fp.PRESETS, "smoke", ["--out-dir", str(out)])
-    again = fp.run(cfg, stream=log)
-    assert "(resumed)" in log.getvalue() and again["main"] == res["main"]
+    rows = {(r["task"], r["paradigm"]) for r in res["main"]}
+    arms = ("real-user optimum (exact)", "pi_data (exact)", "Interactive RL optimum (exact)", "sft", "static_myopic",
+            "static_one_step", "interactive", "calibrated", "calibrated_realism")
+    assert rows == {(t, p) for t in ("guess_number", "booking") for p in arms}
+    diffs = {(r["task"], r["difference"]): r for r in res["paired"]}
+    for t in ("guess_number", "booking"):
+        r = diffs[(t, "calibrated - interactive")]
+        per_seed = [x["paradigms"]["calibrated"]["J_real"] - x["paradigms"]["interactive"]["J_real"]
+                    for x in res["runs"] if x["task"] == t]
+        assert r["mean"] == pytest.approx(np.mean(per_seed)) and r["low"] <= r["mean"] <= r["high"]
+        assert r["verdict"] == ("not significant" if r["low"] <= 0 <= r["high"] else r["verdict"])
+        assert (t, "static_one_step - sft") in diffs
+    cfg = parse_config(fp.PipelineConfig, "", fp.PRESETS, ["--preset", "smoke", "--out-dir", str(out)], name="experiments.full_pipeline")
+    again = fp.run(cfg)
+    assert again["main"] == res["main"] and again["paired"] == res["paired"]
 
 
 @pytest.mark.parametrize("args, match", [

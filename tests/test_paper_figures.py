@@ -1,12 +1,23 @@
-"""``python -m paper_figures --smoke`` runs the experiments it needs and writes PNG + PDF."""
+"""``python -m paper_figures`` draws from saved results, names the commands for missing ones, and
+with ``--run-missing`` runs them first; every figure is written as PNG + PDF."""
 
 from __future__ import annotations
 
 import paper_figures.__main__ as pf
 
 
-def test_paper_figures_smoke(tmp_path):
-    written = pf.main(["--results", str(tmp_path / "results"), "--out", str(tmp_path / "figs"), "--smoke"])
+def test_missing_results_are_named_not_run(tmp_path, capsys):
+    written = pf.main(["--preset", "smoke", "--results-dir", str(tmp_path / "results"), "--out-dir", str(tmp_path / "figs")])
+    assert written == []
+    err = capsys.readouterr().err
+    for exp in ("bound_check", "dialogue_regimes", "noisy_expert", "modadd", "full_pipeline", "real_dialogue"):
+        assert f"python -m experiments.{exp} --preset smoke --out-dir {tmp_path / 'results' / exp / 'smoke'}" in err
+    assert not (tmp_path / "results").exists()
+
+
+def test_paper_figures_smoke_run_missing(tmp_path):
+    written = pf.main(["--preset", "smoke", "--results-dir", str(tmp_path / "results"), "--out-dir", str(tmp_path / "figs"),
+                       "--run-missing"])
     names = {p.name for p in written}
     for stem in ("fig_bound_check", "fig_dialogue_per_turn", "fig_dialogue_regime_map", "fig_dialogue_sycophancy",
                  "fig_noisy_expert", "fig_modadd", "fig_pipeline_learning_curves", "fig_pipeline_shifts",

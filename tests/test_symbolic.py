@@ -1,4 +1,4 @@
-"""sympy closed forms (THEORY.md §6) against the numeric engine."""
+"""sympy closed forms (docs/theory.md §6) against the numeric engine."""
 
 from __future__ import annotations
 

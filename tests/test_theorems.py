@@ -1,4 +1,4 @@
-"""Property tests of every statement of THEORY.md §2-4 on generated instances.
+"""Property tests of every statement of docs/theory.md §2-4 on generated instances.
 
 Inequalities: never violated beyond ``INEQUALITY_TOL``; ``target`` chases the smallest slack.
 Identities: both sides agree to ``IDENTITY_TOL``. Degenerate anchors come from
@@ -184,7 +184,7 @@ def test_theorem3_specialises_to_theorems_1_and_2(inst):
     np.testing.assert_allclose(interactive.delta, ss.delta, atol=1e-14)
     np.testing.assert_allclose(interactive.context_shift, ss.D, atol=1e-14)
     assert interactive.objective_bias == pytest.approx(ss.return_gap, abs=IDENTITY_TOL)
-    # interactive training against the real user has no bias at all (THEORY.md §2, last line)
+    # interactive training against the real user has no bias at all (docs/theory.md §2, last line)
     assert abs(unified_shift(mdp, mdp, inst.policy, inst.policy).objective_bias) < IDENTITY_TOL
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import io
+import json
 from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
 from scipy.stats import norm
 
-from shiftbounds.utils.cli import build_parser, config_from_args
+from shiftbounds.utils.cli import build_parser, load_config_file, parse_config
 from shiftbounds.utils.io import guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress, format_seconds
 from shiftbounds.utils.stats import auc_ci, linear_slope, loglog_slope, mean_ci, proportion_ci, roc_auc
@@ -30,11 +31,11 @@ def test_read_json_names_bad_file(tmp_path):
 
 def test_guard_resume_records_then_refuses_changed_settings(tmp_path):
     cfg = {"steps": 10, "lr": 1e-3, "out_dir": "a", "device": "cpu"}
-    guard_resume(tmp_path, cfg)
-    assert read_json(tmp_path / "config.json") == {"steps": 10, "lr": 1e-3}
-    guard_resume(tmp_path, {**cfg, "out_dir": "b", "device": "cuda"})  # ignored keys never matter
-    with pytest.raises(ValueError, match=r"steps: saved 10, now 20") as err:
-        guard_resume(tmp_path, {**cfg, "steps": 20})
+    guard_resume(tmp_path, cfg, ignore=("out_dir",))
+    assert read_json(tmp_path / "config.json")["config"] == cfg
+    guard_resume(tmp_path, {**cfg, "out_dir": "b"}, ignore=("out_dir",))  # ignored keys never matter
+    with pytest.raises(ValueError, match=r"device: saved 'cpu', now 'cuda'.*steps: saved 10, now 20") as err:
+        guard_resume(tmp_path, {**cfg, "steps": 20, "device": "cuda"}, ignore=("out_dir",))
     assert "lr" not in str(err.value)
     guard_resume(tmp_path, {**cfg, "steps": 20}, ignore=("steps", "out_dir", "device"))
 
@@ -76,6 +77,7 @@ class _Cfg:
     n: int = field(default=3, metadata={"help": "a count"})
     xs: tuple[int, ...] = field(default=(1, 2), metadata={"help": "values"})
     flag: bool = field(default=False, metadata={"help": "a flag"})
+    out_dir: str = field(default="results/demo/default", metadata={"help": "folder", "resume": False})
 
     def __post_init__(self):
         if self.n < 1:
@@ -96,14 +98,28 @@ def test_auc_interval_covers_the_binormal_auc():
         auc_ci(1.5, 3, 3)
 
 
-def test_cli_presets_and_overrides():
+def test_cli_presets_overrides_help_and_config_file(tmp_path, capsys):
     presets = {"default": {}, "smoke": {"n": 1}}
-    parser = build_parser(_Cfg, "doc", presets, "default")
-    cfg = config_from_args(_Cfg, parser.parse_args(["--preset", "smoke", "--xs", "4,5", "--flag", "yes"]), presets)
-    assert cfg == _Cfg(n=1, xs=(4, 5), flag=True)
-    assert "a count" in parser.format_help()
-    with pytest.raises(ValueError, match="--n must be >= 1; got 0"):
-        config_from_args(_Cfg, parser.parse_args(["--n", "0"]), presets)
+    cfg = parse_config(_Cfg, "doc", presets, ["--preset", "smoke", "--xs", "4,5", "--flag"], name="experiments.demo")
+    assert cfg == _Cfg(n=1, xs=(4, 5), flag=True, out_dir="results/demo/smoke")
+    assert parse_config(_Cfg, "doc", presets, ["--no-flag"], name="experiments.demo").out_dir == "results/demo/default"
+    with pytest.raises(SystemExit):
+        parse_config(_Cfg, "doc", presets, ["--preset", "smoke", "--help"], name="experiments.demo")
+    shown = capsys.readouterr().out
+    assert "a count (default: 1)" in shown and "--no-flag" in shown  # the smoke preset's value, not the dataclass's
+    with pytest.raises(SystemExit):
+        parse_config(_Cfg, "doc", presets, ["--n", "0"], name="experiments.demo")
+    assert "--n must be >= 1; got 0" in capsys.readouterr().err
+    (tmp_path / "c.yaml").write_text("n: 7\nxs: [1, 2]\n")
+    (tmp_path / "c.json").write_text(json.dumps({"config": {"n": 8, "xs": [3]}, "environment": {}}))
+    assert parse_config(_Cfg, "doc", presets, ["--config", str(tmp_path / "c.yaml"), "--n", "9"], name="x").n == 9
+    assert parse_config(_Cfg, "doc", presets, ["--config", str(tmp_path / "c.yaml")], name="x").xs == (1, 2)
+    assert parse_config(_Cfg, "doc", presets, ["--config", str(tmp_path / "c.json")], name="x").n == 8
+    (tmp_path / "bad.json").write_text(json.dumps({"nn": 1}))
+    with pytest.raises(ValueError, match=r"unknown options \['nn'\]"):
+        load_config_file(tmp_path / "bad.json", _Cfg)
+    with pytest.raises(ValueError, match="needs the presets"):
+        build_parser(_Cfg, "doc", {"default": {}}, name="demo")
 
 
 def test_progress_prints_eta():
@@ -123,7 +139,7 @@ def test_guard_resume_skips_config_fields_marked_resume_false(tmp_path):
         out_dir: str = field(default="a", metadata={"resume": False})
 
     guard_resume(tmp_path, Cfg())
-    assert read_json(tmp_path / "config.json") == {"steps": 10}
+    assert read_json(tmp_path / "config.json")["config"] == {"steps": 10, "out_dir": "a"}
     guard_resume(tmp_path, Cfg(out_dir="elsewhere"))
     with pytest.raises(ValueError, match="steps: saved 10, now 11"):
         guard_resume(tmp_path, Cfg(steps=11))

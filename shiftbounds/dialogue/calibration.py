@@ -1,4 +1,4 @@
-"""Calibrating a user simulator to logged dialogues by maximum likelihood (PIPELINE.md, Theorem 3).
+"""Calibrating a user simulator to logged dialogues by maximum likelihood (docs/pipeline.md, Theorem 3).
 
 Two model classes, both fitted to the *same* logs the static learner sees:
 

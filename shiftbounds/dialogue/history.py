@@ -26,7 +26,7 @@ def exact_tree(vocab: Vocab, space: SummarySpace, agent, user: ExplicitUser, *, 
 
     Returns the exact ``J`` (judge reward) of the followed policy, and per turn: ``eps`` (the TV
     between ``agent`` and ``pi_data`` at the visited histories, when ``data_policy`` is given; with
-    ``follow="data"`` this is THEORY.md's ``eps_t``) and ``delta`` (the TV between ``user``'s and
+    ``follow="data"`` this is docs/theory.md's ``eps_t``) and ``delta`` (the TV between ``user``'s and
     ``compare_user``'s answers after the followed act, when ``compare_user`` is given).
     """
     if follow not in ("agent", "data") or (follow == "data" and data_policy is None):

@@ -1,4 +1,4 @@
-"""Per-turn measurements of neural agents and simulators from sampled dialogues (PIPELINE.md "Measurements").
+"""Per-turn measurements of neural agents and simulators from sampled dialogues (docs/pipeline.md "Measurements").
 
 Estimators (each returns a mean and a 95 % CI per turn):
 
@@ -9,7 +9,7 @@ Estimators (each returns a mean and a 95 % CI per turn):
   between the real user's and the simulator's answer distributions after the sampled agent act
   (unbiased for ``sum_a pi(a|h) TV(...)``), and the reward mismatch there. The context is the pair
   (goal, history): the simulator answers knowing its goal, so this is the simulator error of the
-  joint Markov state (THEORY.md §1 allows any Markov summary);
+  joint Markov state (docs/theory.md §1 allows any Markov summary);
 * ``Delta_t`` and ``D_t`` — plug-in TV between the empirical distributions of the summary contexts
   of two samples (policy vs logs; real vs simulated user), with a bootstrap CI. Plug-in TV is
   biased upwards by about ``sqrt(S / n)`` for ``S`` occupied contexts; it lower-bounds the TV over
@@ -36,24 +36,32 @@ def _per_turn_ci(values: torch.Tensor, mask: torch.Tensor) -> dict:
     sums (``eps_t = sum_s d_t(s) TV(...)``), so the estimate is unconditional, not per alive dialogue."""
     out = {"mean": [], "low": [], "high": []}
     for t in range(values.shape[1]):
-        e = mean_ci((values[:, t] * mask[:, t]).double().numpy())
+        e = mean_ci((values[:, t] * mask[:, t]).double().cpu().numpy())
         for k, x in zip(("mean", "low", "high"), (e.value, e.low, e.high)):
             out[k].append(x)
     return out
 
 
+OFF_SUPPORT = -2  # a history no consistent user produces (e.g. a neural simulator leaking an eliminated goal)
+
+
 def summaries(space: SummarySpace, actions: torch.Tensor, acts: torch.Tensor) -> np.ndarray:
-    """Summary index before each turn, ``[N, H]`` (``-1`` after the dialogue ended)."""
+    """Summary index before each turn, ``[N, H]``: ``-1`` after the dialogue ended, and
+    :data:`OFF_SUPPORT` from the turn after an answer that no consistent user gives (successor
+    ``-1`` in the summary space) to the end of that dialogue. Such histories have probability 0
+    under the real user, so they count as one extra context in :func:`plugin_tv` (they are shift)."""
     N, H = actions.shape
     out = np.full((N, H), -1)
-    A, K = actions.numpy(), acts.numpy()
+    A, K = actions.cpu().numpy(), acts.cpu().numpy()
     for i in range(N):
         s = 1
         for t in range(H):
             if A[i, t] < 0:
                 break
             out[i, t] = s
-            s = int(space.successor[s, A[i, t], K[i, t]]) if t + 1 < H else s
+            if t + 1 < H and s != OFF_SUPPORT:
+                s = int(space.successor[s, A[i, t], K[i, t]])
+                s = OFF_SUPPORT if s < 0 else s
     return out
 
 
@@ -61,9 +69,9 @@ def summaries(space: SummarySpace, actions: torch.Tensor, acts: torch.Tensor) ->
 def evaluate_agent(vocab: Vocab, agent: Transformer, real: ExplicitUser, n: int, generator: torch.Generator,
                    sim: ExplicitUser | NeuralUser | None = None) -> dict:
     """``J_real`` (judge, real user), success and turns; with ``sim``, also ``J_sim`` (its acceptance)."""
-    goals = torch.randint(vocab.task.n_goals, (n,), generator=generator)
+    goals = torch.randint(vocab.task.n_goals, (n,), generator=generator).to(next(agent.parameters()).device)
     ro = rollout(vocab, agent, real, goals, generator=generator)
-    j = mean_ci(ro.judge_rewards.sum(1).double().numpy())
+    j = mean_ci(ro.judge_rewards.sum(1).double().cpu().numpy())
     out = {"J_real": j.value, "J_real_low": j.low, "J_real_high": j.high,
            "success": float(ro.success.mean()), "turns": float(ro.turn_mask.sum(1).mean())}
     if sim is not None:
@@ -79,7 +87,7 @@ def eps_on_logs(vocab: Vocab, agent: Transformer, space: SummarySpace, data_poli
     """Per-turn ``eps_t`` on logged histories (see the module docstring)."""
     probs = torch.softmax(agent_turn_logits(vocab, agent, data["agent_view"]), -1)  # [N, H, A]
     H = vocab.task.horizon
-    ref = torch.as_tensor(data_policy[np.arange(H)[None, :], np.maximum(states, 0)], dtype=probs.dtype)
+    ref = torch.as_tensor(data_policy[np.arange(H)[None, :], np.maximum(states, 0)], dtype=probs.dtype, device=probs.device)
     tv = 0.5 * (probs - ref).abs().sum(-1)
     return _per_turn_ci(tv, data["turn_mask"])
 
@@ -97,12 +105,13 @@ def simulator_errors(ro: Rollout, task) -> dict:
 
 def plugin_tv(a: np.ndarray, b: np.ndarray, n_states: int, rng: np.random.Generator, n_boot: int = 200) -> dict:
     """Per-turn plug-in TV between the empirical context distributions of two samples ``[N, H]``
-    (``-1`` = ended; ended dialogues count as one extra context), with a bootstrap CI."""
+    (``-1`` = ended and :data:`OFF_SUPPORT` each count as one extra context), with a bootstrap CI."""
     H = a.shape[1]
+    shift = -OFF_SUPPORT
 
     def tv(x, y, t):
-        px = np.bincount(x[:, t] + 1, minlength=n_states + 1) / len(x)
-        py = np.bincount(y[:, t] + 1, minlength=n_states + 1) / len(y)
+        px = np.bincount(x[:, t] + shift, minlength=n_states + shift) / len(x)
+        py = np.bincount(y[:, t] + shift, minlength=n_states + shift) / len(y)
         return 0.5 * np.abs(px - py).sum()
 
     out = {"mean": [], "low": [], "high": []}

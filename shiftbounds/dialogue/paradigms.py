@@ -1,4 +1,4 @@
-"""The three training paradigms, solved exactly on the tabular view (PIPELINE.md "The claim under test").
+"""The three training paradigms, solved exactly on the tabular view (docs/pipeline.md "The claim under test").
 
 Every paradigm starts from the same logs (``n`` dialogues of ``pi_data`` with the real user):
 
@@ -90,7 +90,7 @@ def interactive_rl(sim_mdp: TabularMDP) -> np.ndarray:
 
 def evaluate_policy(real_mdp: TabularMDP, policy: np.ndarray, data_policy: np.ndarray,
                     success_rewards: np.ndarray, train_mdp: TabularMDP | None = None) -> dict:
-    """Every exact measurement of a policy against the real user (PIPELINE.md "Measurements").
+    """Every exact measurement of a policy against the real user (docs/pipeline.md "Measurements").
 
     Returns a dict with scalars ``J_real``, ``success``, ``turns``, ``questions``, ``J_train``
     (``J_sim`` for simulator-trained policies, ``J_static`` otherwise), ``train_gap``

@@ -1,4 +1,4 @@
-"""Training stages of the neural pipeline (PIPELINE.md "Components"), each with a frozen config.
+"""Training stages of the neural pipeline (docs/pipeline.md "Components"), each with a frozen config.
 
 * :func:`sft` — supervised fine-tuning of the agent on the logs' agent turns (the shared
   initialisation of all three paradigms), or of the user simulator on the logs' user turns given
@@ -26,13 +26,11 @@ import torch
 from shiftbounds.dialogue.rollout import ExplicitUser, NeuralUser, agent_turn_logits, rollout, user_turn_logits
 from shiftbounds.dialogue.tokens import Vocab
 from shiftbounds.losses import group_advantages, nll, reverse_kl
+from shiftbounds.nn.generate import multinomial
 from shiftbounds.nn.transformer import Transformer, TransformerConfig
 from shiftbounds.utils.io import atomic_torch_save
 
 PARADIGMS = ("static", "interactive", "calibrated")
-
-
-
 
 
 @dataclass(frozen=True)
@@ -62,9 +60,14 @@ class SFTConfig:
             raise ValueError(f"SFT needs steps >= 0, batch >= 1, lr > 0; got {self.steps}, {self.batch}, {self.lr}")
 
 
-def _batches(n: int, batch: int, steps: int, generator: torch.Generator):
+def _device(net: torch.nn.Module) -> torch.device:
+    return next(net.parameters()).device
+
+
+def _batches(n: int, batch: int, steps: int, generator: torch.Generator, device: torch.device):
+    """Minibatch indices drawn with ``generator`` (on its own device), moved to ``device``."""
     for _ in range(steps):
-        yield torch.randint(n, (min(batch, n),), generator=generator)
+        yield torch.randint(n, (min(batch, n),), generator=generator).to(device)
 
 
 def sft(vocab: Vocab, net: Transformer, data: dict, side: str, cfg: SFTConfig, generator: torch.Generator,
@@ -79,7 +82,7 @@ def sft(vocab: Vocab, net: Transformer, data: dict, side: str, cfg: SFTConfig, g
     net = copy.deepcopy(net).train()
     opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=0.0)
     n = data["goals"].shape[0]
-    for step, idx in enumerate(_batches(n, cfg.batch, cfg.steps, generator)):
+    for step, idx in enumerate(_batches(n, cfg.batch, cfg.steps, generator, _device(net))):
         mask = data["turn_mask"][idx]
         if side == "agent":
             logits = agent_turn_logits(vocab, net, data["agent_view"][idx])
@@ -123,9 +126,9 @@ def _fake_views(vocab: Vocab, sim, data: dict, generator: torch.Generator) -> tu
     with torch.no_grad():
         probs = user_answer_probs(vocab, sim, data)
     mask = data["turn_mask"]
-    turn = torch.multinomial(mask / mask.sum(1, keepdim=True), 1, generator=generator)[:, 0]
-    rows = torch.arange(mask.shape[0])
-    fake = torch.multinomial(probs[rows, turn], 1, generator=generator)[:, 0]
+    turn = multinomial(mask / mask.sum(1, keepdim=True), generator)
+    rows = torch.arange(mask.shape[0], device=mask.device)
+    fake = multinomial(probs[rows, turn], generator)
     views = data["user_view"].clone()
     views[rows, 3 + 2 * turn] = fake + vocab.user_offset
     return views, turn
@@ -133,25 +136,29 @@ def _fake_views(vocab: Vocab, sim, data: dict, generator: torch.Generator) -> tu
 
 def _disc_logits(disc: Transformer, views: torch.Tensor, turn: torch.Tensor) -> torch.Tensor:
     h, _ = disc.hidden(views)
-    return disc.cls(h[torch.arange(views.shape[0]), 3 + 2 * turn])[:, 1] - disc.cls(h[torch.arange(views.shape[0]), 3 + 2 * turn])[:, 0]
+    logits = disc.cls(h[torch.arange(views.shape[0], device=views.device), 3 + 2 * turn])
+    return logits[:, 1] - logits[:, 0]
 
 
-def train_discriminator(vocab: Vocab, model_cfg: ModelConfig, sim, data: dict, cfg: SFTConfig,
-                        generator: torch.Generator) -> Transformer:
-    """Classifier of real (label 1) versus simulated (label 0) user turns given goal and history."""
-    disc = model_cfg.build(vocab, n_classes=2).train()
+def train_discriminator(vocab: Vocab, disc: Transformer, sim, data: dict, cfg: SFTConfig,
+                        generator: torch.Generator, progress: Callable | None = None) -> Transformer:
+    """Classifier of real (label 1) versus simulated (label 0) user turns given goal and history,
+    trained from the freshly built ``disc`` (:meth:`ModelConfig.build` with ``n_classes=2``)."""
+    disc = copy.deepcopy(disc).train()
     opt = torch.optim.AdamW(disc.parameters(), lr=cfg.lr, weight_decay=0.0)
     n = data["goals"].shape[0]
-    for idx in _batches(n, cfg.batch, cfg.steps, generator):
+    for step, idx in enumerate(_batches(n, cfg.batch, cfg.steps, generator, _device(disc))):
         sub = {k: v[idx] for k, v in data.items()}
         fake, turn = _fake_views(vocab, sim, sub, generator)
         views = torch.cat([sub["user_view"], fake])
         turns = torch.cat([turn, turn])
-        labels = torch.cat([torch.ones(len(idx)), torch.zeros(len(idx))])
+        labels = torch.cat([torch.ones(len(idx)), torch.zeros(len(idx))]).to(views.device)
         loss = torch.nn.functional.binary_cross_entropy_with_logits(_disc_logits(disc, views, turns), labels)
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if progress:
+            progress(step, loss.item())
     return disc.eval()
 
 
@@ -165,14 +172,14 @@ def discriminator_accuracy(vocab: Vocab, disc: Transformer, sim, data: dict, gen
 
 
 def realism_finetune(vocab: Vocab, sim: Transformer, disc: Transformer, data: dict, cfg: SFTConfig, kl_coef: float,
-                     generator: torch.Generator) -> Transformer:
+                     generator: torch.Generator, progress: Callable | None = None) -> Transformer:
     """Second calibration stage: REINFORCE on the simulator's own turns at logged histories with the
     discriminator's log-odds of "real" as reward, plus an exact KL penalty to the SFT simulator."""
     ref = sim
     sim = copy.deepcopy(sim).train()
     opt = torch.optim.AdamW(sim.parameters(), lr=cfg.lr, weight_decay=0.0)
     n = data["goals"].shape[0]
-    for idx in _batches(n, cfg.batch, cfg.steps, generator):
+    for step, idx in enumerate(_batches(n, cfg.batch, cfg.steps, generator, _device(sim))):
         sub = {k: v[idx] for k, v in data.items()}
         logits = user_turn_logits(vocab, sim, sub["user_view"], sub["actions"])
         with torch.no_grad():
@@ -181,13 +188,15 @@ def realism_finetune(vocab: Vocab, sim: Transformer, disc: Transformer, data: di
             reward = _disc_logits(disc, fake, turn)
         sim.train()
         logp = torch.log_softmax(logits, -1)
-        rows = torch.arange(len(idx))
+        rows = torch.arange(len(idx), device=idx.device)
         taken = fake[rows, 3 + 2 * turn] - vocab.user_offset
         pg = -((reward - reward.mean()) * logp[rows, turn, taken]).mean()
         loss = pg + kl_coef * reverse_kl(ref_logp, logp, sub["turn_mask"])
         opt.zero_grad()
         loss.backward()
         opt.step()
+        if progress:
+            progress(step, loss.item())
     return sim.eval()
 
 
@@ -236,17 +245,19 @@ def _static_batch(vocab: Vocab, agent: Transformer, data: dict, cfg: RLConfig, g
     task = vocab.task
     H = task.horizon
     alive = data["turn_mask"].nonzero()  # [M, 2] (dialogue, turn)
-    pick = alive[torch.randint(alive.shape[0], (cfg.goals_per_step * H,), generator=generator)]
+    pick = alive[torch.randint(alive.shape[0], (cfg.goals_per_step * H,), generator=generator).to(alive.device)]
     d, t = pick[:, 0], pick[:, 1]
     return d, t
 
 
 def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConfig, generator: torch.Generator, *,
                 logs: dict | None = None, user: ExplicitUser | NeuralUser | None = None,
-                evaluate: Callable[[Transformer], dict] | None = None,
+                evaluate: Callable[[Transformer, int], dict] | None = None,
                 progress: Callable | None = None, checkpoint: Path | None = None) -> tuple[Transformer, list[dict]]:
     """RL of the agent from its SFT initialisation; returns the agent and the learning curve
-    (``evaluate(agent)`` every ``eval_every`` steps, with ``step`` and ``agent_tokens`` added).
+    (``evaluate(agent, step)`` every ``eval_every`` steps, with ``step`` and ``agent_tokens``
+    added; it should draw from a generator of its own, derived from ``step``, so that a resumed
+    run's curve equals the uninterrupted one's).
 
     With ``checkpoint``, the agent, optimiser, generator state and curve are saved there
     (atomically) at every evaluation, and a rerun resumes from the last one: a killed run loses
@@ -264,34 +275,36 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
     ref = sft_agent.eval()
     opt = torch.optim.AdamW(agent.parameters(), lr=cfg.lr, weight_decay=0.0)
     curve: list[dict] = []
-    start = 1
+    start = 0
     if checkpoint is not None and Path(checkpoint).exists():
-        blob = torch.load(checkpoint, map_location="cpu", weights_only=False)
+        blob = torch.load(checkpoint, map_location=_device(agent), weights_only=False)
         agent.load_state_dict(blob["agent"])
         opt.load_state_dict(blob["opt"])
-        generator.set_state(blob["generator"])
+        generator.set_state(blob["generator"].cpu())
         curve, start = blob["curve"], blob["step"] + 1
 
     def record(step: int) -> None:
         if evaluate is not None:
-            curve.append({"step": step, "agent_tokens": step * cfg.agent_tokens_per_step * H, **evaluate(agent.eval())})
+            curve.append({"step": step, "agent_tokens": step * cfg.agent_tokens_per_step * H, **evaluate(agent.eval(), step)})
             agent.train()
         if checkpoint is not None:
             atomic_torch_save({"agent": agent.state_dict(), "opt": opt.state_dict(), "generator": generator.get_state(),
                           "curve": curve, "step": step}, checkpoint)
 
-    if start == 1:
+    if start == 0:
         record(0)
+        start = 1
     for step in range(start, cfg.steps + 1):
         # ---------------------------------------------------------------- ALGO LOGIC
         if paradigm == "static":
             d, t = _static_batch(vocab, agent, logs, cfg, generator)
             views = logs["agent_view"][d]
-            logits = agent_turn_logits(vocab, agent, views)[torch.arange(len(d)), t]  # [M, A]
+            rows = torch.arange(len(d), device=d.device)
+            logits = agent_turn_logits(vocab, agent, views)[rows, t]  # [M, A]
             with torch.no_grad():
-                ref_logits = agent_turn_logits(vocab, ref, views)[torch.arange(len(d)), t]
+                ref_logits = agent_turn_logits(vocab, ref, views)[rows, t]
             logp = torch.log_softmax(logits, -1)
-            acts = torch.multinomial(logp.exp().repeat_interleave(cfg.group, 0), 1, generator=generator)[:, 0]  # [M*G]
+            acts = multinomial(logp.exp().repeat_interleave(cfg.group, 0), generator)  # [M*G]
             goal = logs["goals"][d].repeat_interleave(cfg.group)
             proposal = acts >= Q
             reward = torch.where(proposal, torch.where(acts - Q == goal, 1.0, -pen), 0.0)
@@ -305,6 +318,7 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
             kl = reverse_kl(torch.log_softmax(ref_logits, -1), logp)
         else:
             goals = torch.randint(task.n_goals, (cfg.goals_per_step,), generator=generator).repeat_interleave(cfg.group)
+            goals = goals.to(_device(agent))
             ro = rollout(vocab, agent.eval(), user, goals, temperature=1.0, generator=generator)
             agent.train()
             returns = ro.accept_rewards.sum(1)

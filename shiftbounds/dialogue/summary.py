@@ -1,6 +1,6 @@
 """The exact tabular view of a hidden-goal task: a Markov summary of the dialogue history.
 
-State (THEORY.md §1, "any Markov summary of the history"): either ``DONE`` (a proposal was
+State (docs/theory.md §1, "any Markov summary of the history"): either ``DONE`` (a proposal was
 accepted) or the vector ``c`` with ``c[x]`` = number of answers so far that contradict goal ``x``
 (``ELIM`` = -1 once ``x`` is ruled out by a rejection or a leak), shifted so that its smallest
 non-eliminated entry is 0.

@@ -1,4 +1,4 @@
-"""The token view of a hidden-goal task (PIPELINE.md "One task, two views").
+"""The token view of a hidden-goal task (docs/pipeline.md "One task, two views").
 
 One vocabulary for every model: ``PAD``, ``BOS``, the agent's acts, the user's acts and one token
 per goal. A dialogue of ``H`` turns is ``[BOS, a_0, u_0, a_1, u_1, ..., a_{H-1}, u_{H-1}]`` in the

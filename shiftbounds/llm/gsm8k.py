@@ -1,4 +1,4 @@
-"""Noisy-teacher distillation on GSM8K with ``transformers`` causal LMs (THEORY.md §5).
+"""Noisy-teacher distillation on GSM8K with ``transformers`` causal LMs (docs/theory.md §5).
 
 GSM8K (MIT; Cobbe et al. 2021): ``{"question", "answer"}`` per line, the answer a worked solution
 ending in ``#### <number>``. Prompts are ``<q>question<a>``; completions the worked answers.

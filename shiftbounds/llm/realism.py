@@ -1,5 +1,5 @@
 """Per-turn realism of a text user simulator against held-out human turns (the real-data view of
-``delta_t``, THEORY.md §3).
+``delta_t``, docs/theory.md §3).
 
 A real-vs-simulated **discriminator** is a sequence classifier
 (:class:`~shiftbounds.llm.training.RewardModel` on a causal LM) trained on human user turns

@@ -1,4 +1,4 @@
-"""Sycophancy and goal disclosure of text user models on Taskmaster-4 (THEORY.md §3: how a
+"""Sycophancy and goal disclosure of text user models on Taskmaster-4 (docs/theory.md §3: how a
 simulator's replies differ from a person's is what ``delta_t`` measures; a sycophantic simulator
 invites reward hacking).
 

@@ -24,17 +24,22 @@ class Generation:
     cache: KVCache
 
 
+def multinomial(probs: torch.Tensor, generator: torch.Generator | None) -> torch.Tensor:
+    """One draw per row of ``probs [B, V]``. A generator on another device than ``probs`` (a CPU
+    generator with CUDA probabilities) draws on its own device, so a run seeded on the CPU draws
+    the same way whatever device the tensors live on."""
+    if generator is not None and generator.device != probs.device:
+        return torch.multinomial(probs.cpu(), 1, generator=generator)[:, 0].to(probs.device)
+    return torch.multinomial(probs, 1, generator=generator)[:, 0]
+
+
 def sample_tokens(logits: torch.Tensor, temperature: float, generator: torch.Generator | None) -> torch.Tensor:
     """Greedy (``temperature == 0``) or softmax sampling at ``temperature`` from ``logits [B, V]``."""
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0; got {temperature}")
     if temperature == 0:
         return logits.argmax(-1)
-    probs = torch.softmax(logits.float() / temperature, dim=-1)
-    if generator is not None and generator.device != probs.device:
-        # a CPU generator keeps runs reproducible across devices; sample there, move back
-        return torch.multinomial(probs.cpu(), 1, generator=generator)[:, 0].to(probs.device)
-    return torch.multinomial(probs, 1, generator=generator)[:, 0]
+    return multinomial(torch.softmax(logits.float() / temperature, dim=-1), generator)
 
 
 @torch.no_grad()

@@ -1,7 +1,7 @@
 """A small causal transformer (GPT-style) with a key-value cache, written for CPU-sized models.
 
-Used for the modular-addition students and teacher (THEORY.md §5) and for the dialogue agent,
-user simulator and realism discriminator of the full pipeline (PIPELINE.md). Pre-norm blocks,
+Used for the modular-addition students and teacher (docs/theory.md §5) and for the dialogue agent,
+user simulator and realism discriminator of the full pipeline (docs/pipeline.md). Pre-norm blocks,
 learned positions, tied input/output embeddings; attention through
 ``torch.nn.functional.scaled_dot_product_attention``.
 """

@@ -1,6 +1,6 @@
 """The exact engine: finite-horizon tabular MDPs, occupancies, values, returns and DP.
 
-See THEORY.md §1 for the notation; :mod:`shiftbounds.shift` builds the shift measures on top.
+See docs/theory.md §1 for the notation; :mod:`shiftbounds.shift` builds the shift measures on top.
 """
 
 from shiftbounds.tabular.evaluation import (

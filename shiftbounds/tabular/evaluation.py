@@ -2,7 +2,7 @@
 
 These are the only implementations of the forward recursion (occupancy measures) and the
 backward recursion (policy evaluation and Bellman optimality) in the package; bounds, shift
-measures, experiments and notebooks all call them (THEORY.md §1, §4).
+measures, experiments and notebooks all call them (docs/theory.md §1, §4).
 
 Each turn is one contraction with ``transitions[..., t, :, :, :]`` (see
 :func:`shiftbounds.tabular.backend.push_forward`), so a batch of MDPs costs one
@@ -19,14 +19,14 @@ from shiftbounds.tabular.mdp import TabularMDP, check_policy, greedy_policy
 
 
 def turn_rewards(mdp: TabularMDP, policy: Array) -> Array:
-    """``f_t(s) = sum_a pi_t(a|s) r_t(s, a)``; shape ``[..., H, S]`` (THEORY.md §4)."""
+    """``f_t(s) = sum_a pi_t(a|s) r_t(s, a)``; shape ``[..., H, S]`` (docs/theory.md §4)."""
     return (policy * mdp.rewards).sum(-1)
 
 
 def occupancy(mdp: TabularMDP, policy: Array) -> Array:
     """State occupancy ``d_t^{pi,T}`` for ``t = 0..H-1``; shape ``[..., H, S]``.
 
-    Recurrence (THEORY.md §1): ``d_0 = mu0``,
+    Recurrence (docs/theory.md §1): ``d_0 = mu0``,
     ``d_{t+1}(s') = sum_{s,a} d_t(s) pi_t(a|s) T_t(s'|s, a)``.
     """
     pi = check_policy(policy, mdp)
@@ -104,7 +104,7 @@ def _backward(mdp: TabularMDP, policy: Array | None, in_cache: bool = False) -> 
 
 
 def q_values(mdp: TabularMDP, policy: Array) -> Array:
-    """``Q_t^pi(s, a)``, shape ``[..., H, S, A]`` (backward induction, THEORY.md §4)."""
+    """``Q_t^pi(s, a)``, shape ``[..., H, S, A]`` (backward induction, docs/theory.md §4)."""
     return _backward(mdp, check_policy(policy, mdp))[0]
 
 
@@ -114,12 +114,12 @@ def v_values(mdp: TabularMDP, policy: Array) -> Array:
 
 
 def expected_return(mdp: TabularMDP, policy: Array) -> Array:
-    """``J_T(pi) = sum_t sum_{s,a} d_t^{pi,T}(s) pi_t(a|s) r_t(s,a)``; shape ``[...]`` (THEORY.md §1)."""
+    """``J_T(pi) = sum_t sum_{s,a} d_t^{pi,T}(s) pi_t(a|s) r_t(s,a)``; shape ``[...]`` (docs/theory.md §1)."""
     return (occupancy(mdp, policy) * turn_rewards(mdp, policy)).sum((-2, -1))
 
 
 def static_context_return(mdp: TabularMDP, policy: Array, data_policy: Array) -> Array:
-    """Static Context RL objective on logged contexts (THEORY.md §2):
+    """Static Context RL objective on logged contexts (docs/theory.md §2):
 
     ``J_static(pi) = sum_t sum_{s,a} d_t^{pi_data}(s) pi_t(a|s) r_t(s,a)``; shape ``[...]``.
     """

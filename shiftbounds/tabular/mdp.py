@@ -1,4 +1,4 @@
-"""Finite-horizon tabular MDPs and policies, validated at the boundary (THEORY.md §1).
+"""Finite-horizon tabular MDPs and policies, validated at the boundary (docs/theory.md §1).
 
 Index order everywhere: ``transitions[..., t, s, a, s']`` is the law of the context after turn
 ``t`` given context ``s`` and action ``a``; ``rewards[..., t, s, a]``; ``initial[..., s]``;
@@ -225,5 +225,5 @@ def greedy_policy(q: Array, rtol: float = 1e-12) -> Array:
 
 
 def reward_span(mdp: TabularMDP) -> Array:
-    """``R = max r - min r`` over ``(t, s, a)`` for each MDP of the batch (THEORY.md §1)."""
+    """``R = max r - min r`` over ``(t, s, a)`` for each MDP of the batch (docs/theory.md §1)."""
     return B.amax(mdp.rewards, (-3, -2, -1)) - B.amin(mdp.rewards, (-3, -2, -1))

@@ -1,4 +1,4 @@
-"""The statements of THEORY.md as code: bounds (right-hand sides), exact identities, sympy forms."""
+"""The statements of docs/theory.md as code: bounds (right-hand sides), exact identities, sympy forms."""
 
 from shiftbounds.theory.bounds import (
     compounding,

@@ -1,9 +1,9 @@
-"""Right-hand sides of Lemmas 1-2, Theorems 1-3 and Corollary 1 (THEORY.md §2-3).
+"""Right-hand sides of Lemmas 1-2, Theorems 1-3 and Corollary 1 (docs/theory.md §2-3).
 
 Pure functions of per-turn arrays (last axis = turn ``t``), NumPy or torch. The quantities they
 take (``eps``, ``delta``, ``rho``, ``R``) are computed exactly by :mod:`shiftbounds.shift`.
 
-Proof sketch shared by all of them (THEORY.md §2): build hybrid processes ``Q_j`` that follow the
+Proof sketch shared by all of them (docs/theory.md §2): build hybrid processes ``Q_j`` that follow the
 training-time law before turn ``j`` and the deployment law from ``j`` on. Consecutive hybrids
 differ in the law of one turn only, taken at a context drawn from the training-time occupancy,
 so by the data-processing inequality their turn-``t`` context laws are within the per-turn error
@@ -18,7 +18,7 @@ from shiftbounds.tabular.backend import Array
 
 
 def compounding(x: Array) -> Array:
-    """The compounding operator ``B(x)_t = min(1, sum_{k<t} x_k)`` along the last axis (THEORY.md §1)."""
+    """The compounding operator ``B(x)_t = min(1, sum_{k<t} x_k)`` along the last axis (docs/theory.md §1)."""
     return B.minimum(B.exclusive_cumsum(x), 1.0)
 
 

@@ -1,4 +1,4 @@
-"""The exact identities of THEORY.md §4, each returned as both sides.
+"""The exact identities of docs/theory.md §4, each returned as both sides.
 
 The left-hand sides use the backward recursion (``J = sum_s mu0(s) V_0(s)``) and the right-hand
 sides the forward one (occupancies), so equality to 1e-10 checks the two recursions against
@@ -45,7 +45,7 @@ def simulation_lemma(real_mdp: TabularMDP, sim_mdp: TabularMDP, policy: Array) -
     """``J_real(pi) - J_sim(pi) = sum_t E_{(s,a)~d_t^{pi,sim} x pi}[(r_real - r_sim)(s,a)
     + sum_s' (T_real - T_sim)(s'|s,a) V_{t+1}^{pi,real}(s')]``
     ``+ sum_s (mu0_real - mu0_sim)(s) V_0^{pi,real}(s)`` (the last term vanishes when both
-    models open the dialogue alike, as in THEORY.md §4).
+    models open the dialogue alike, as in docs/theory.md §4).
 
     Proof sketch: telescope ``V^{pi,real}`` along simulator trajectories.
     """
@@ -62,7 +62,7 @@ def simulation_lemma(real_mdp: TabularMDP, sim_mdp: TabularMDP, policy: Array) -
 
 def static_bias(mdp: TabularMDP, policy: Array, data_policy: Array) -> Identity:
     """``J(pi) - J_static(pi) = sum_t sum_s (d_t^pi - d_t^{pi_data})(s) f_t(s)``,
-    ``f_t(s) = sum_a pi_t(a|s) r_t(s,a)`` (THEORY.md §4)."""
+    ``f_t(s) = sum_a pi_t(a|s) r_t(s,a)`` (docs/theory.md §4)."""
     pi = check_policy(policy, mdp)
     d_data = occupancy(mdp, data_policy)
     f = turn_rewards(mdp, pi)

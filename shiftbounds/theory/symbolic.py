@@ -1,4 +1,4 @@
-"""Closed forms derived with sympy (THEORY.md §6), exposed as symbols and as NumPy callables.
+"""Closed forms derived with sympy (docs/theory.md §6), exposed as symbols and as NumPy callables.
 
 Each closed form is *derived* here (by ``sympy.summation`` and ``sympy.series``), not typed in,
 so a test comparing it with the numeric engine checks the derivation as well as the engine.
@@ -63,5 +63,5 @@ def cliff_gap_series(order: int = 3) -> ClosedForm:
 @lru_cache(maxsize=None)
 def lock_reach_probability() -> ClosedForm:
     """Probability that a noisy-expert trajectory of the combination lock reaches level ``t``:
-    ``q^t`` with ``q = 1 - eta + eta/A`` (THEORY.md §5); callable ``(q, t)``."""
+    ``q^t`` with ``q = 1 - eta + eta/A`` (docs/theory.md §5); callable ``(q, t)``."""
     return _closed(q**t, (q, t))

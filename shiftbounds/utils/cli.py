@@ -1,19 +1,64 @@
-"""Command lines built from frozen config dataclasses, with named presets.
+"""One command-line convention for every entry point, built from a frozen config dataclass.
 
-Each field becomes ``--field-name``; its help text is the field's ``metadata["help"]``, and the
-default shown is the preset's. Tuples are written comma-separated (``--horizons 4,8,16``).
-Validation stays in the dataclass's ``__post_init__``: a bad option fails at start with the
-dataclass's own message, which names the option.
+Every experiment, benchmark and ``paper_figures`` takes:
+
+* ``--preset NAME`` — a named set of defaults; every entry point has ``smoke`` (the tests use it)
+  and ``default`` (the default), some also ``cpu``, ``gpu`` or ``paper``;
+* ``--config FILE`` — a JSON or YAML mapping of options (a run's own ``config.json`` reruns it);
+  applied on top of the preset;
+* one ``--field-name`` per field of the config (help text from the field's ``metadata["help"]``);
+  tuples are written comma-separated (``--horizons 4,8,16``), booleans as ``--flag`` /
+  ``--no-flag``; explicitly given options override preset and file;
+* ``--out-dir`` (default ``results/<entry point>/<preset>/``), ``--seed``, and ``--threads``.
+
+``--help`` shows the values of the chosen preset (and file): ``--preset smoke --help`` prints the
+smoke defaults. Validation stays in the dataclass's ``__post_init__``: a bad option fails at start
+with the dataclass's own message, which names the option.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
+import os
 import typing
+from pathlib import Path
 from typing import Any, Mapping, TypeVar
 
 C = TypeVar("C")
+
+REQUIRED_PRESETS = ("smoke", "default")
+
+
+def default_threads() -> int:
+    """Half the machine's cores (at least 1): two runs sharing the machine do not oversubscribe it."""
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+def set_threads(n: int) -> int:
+    """Set torch's intra-op (and, where still possible, inter-op) thread pools to ``n``; once per process."""
+    if n < 1:
+        raise ValueError(f"--threads must be >= 1; got {n}")
+    import torch
+
+    torch.set_num_threads(n)
+    try:
+        torch.set_num_interop_threads(n)
+    except RuntimeError:  # already set, or parallel work has started: the intra-op pool is what matters
+        pass
+    return n
+
+
+def exit_on_stale(run, cfg):
+    """``run(cfg)``, with a refused output folder (:class:`~shiftbounds.utils.io.StaleFolderError`)
+    reported as a one-line error (exit status 1) instead of a traceback."""
+    from shiftbounds.utils.io import StaleFolderError
+
+    try:
+        return run(cfg)
+    except StaleFolderError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 def _parse_tuple(item_type: type):
@@ -26,14 +71,6 @@ def _parse_tuple(item_type: type):
     return parse
 
 
-def _parse_bool(text: str) -> bool:
-    if text.lower() in ("1", "true", "yes", "on"):
-        return True
-    if text.lower() in ("0", "false", "no", "off"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true/false; got {text!r}")
-
-
 def _converter(tp: Any):
     origin = typing.get_origin(tp)
     if origin is tuple:
@@ -42,48 +79,122 @@ def _converter(tp: Any):
     if origin is typing.Union:  # Optional[X]
         inner = [a for a in typing.get_args(tp) if a is not type(None)][0]
         return _converter(inner)
-    if tp is bool:
-        return _parse_bool
     if origin is typing.Literal:
         return str
     return tp
 
 
-def build_parser(cls: type, description: str, presets: Mapping[str, Mapping[str, Any]],
-                 default_preset: str) -> argparse.ArgumentParser:
-    """An ``ArgumentParser`` with ``--preset`` and one option per field of ``cls``."""
-    parser = argparse.ArgumentParser(description=description,
+def load_config_file(path: str | os.PathLike, cls: type) -> dict[str, Any]:
+    """The options in a JSON or YAML file (``.json``, ``.yaml``, ``.yml``) as field values of ``cls``.
+
+    A run's ``config.json`` (``{"config": {...}, "environment": {...}}``) gives its ``config``
+    part. Lists become tuples for tuple fields. An unknown option, or a file that is not a mapping,
+    is an error naming the file.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"--config {path}: no such file")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        data = yaml.safe_load(text)
+    elif path.suffix.lower() == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"--config {path} is not valid JSON ({exc})") from exc
+    else:
+        raise ValueError(f"--config {path}: expected a .json, .yaml or .yml file")
+    if isinstance(data, Mapping) and isinstance(data.get("config"), Mapping):
+        data = data["config"]
+    if not isinstance(data, Mapping):
+        raise ValueError(f"--config {path} must hold a mapping of options; got {type(data).__name__}")
+    hints = typing.get_type_hints(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(str(k) for k in data if str(k).replace("-", "_") not in names)
+    if unknown:
+        raise ValueError(f"--config {path}: unknown options {unknown}; expected some of {sorted(names)}")
+    out = {}
+    for k, v in data.items():
+        k = str(k).replace("-", "_")
+        out[k] = tuple(v) if typing.get_origin(hints[k]) is tuple and isinstance(v, list) else v
+    return out
+
+
+def _base_values(cls: type, presets: Mapping[str, Mapping[str, Any]], preset: str, config_file: str | None,
+                 name: str) -> dict[str, Any]:
+    values = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
+    values.update(presets[preset])
+    if config_file:
+        values.update(load_config_file(config_file, cls))
+    if "out_dir" in values and "out_dir" not in presets[preset] and not (config_file and "out_dir" in load_config_file(config_file, cls)):
+        values["out_dir"] = f"results/{name}/{preset}"
+    return values
+
+
+def build_parser(cls: type, description: str, presets: Mapping[str, Mapping[str, Any]], *, name: str,
+                 preset: str = "default", config_file: str | None = None) -> argparse.ArgumentParser:
+    """An ``ArgumentParser`` with ``--preset``, ``--config``, ``--threads`` and one option per field of
+    ``cls``, whose shown defaults are those of ``preset`` (and ``config_file``)."""
+    missing = [p for p in REQUIRED_PRESETS if p not in presets]
+    if missing:
+        raise ValueError(f"{name}: every entry point needs the presets {REQUIRED_PRESETS}; missing {missing}")
+    base = _base_values(cls, presets, preset, config_file, name)
+    parser = argparse.ArgumentParser(prog=f"python -m {name}" if "." in name else None, description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--preset", choices=sorted(presets), default=default_preset,
-                        help="named set of defaults; options given explicitly override it")
+    parser.add_argument("--preset", choices=sorted(presets), default="default",
+                        help=f"named set of defaults (the values below are {preset!r}'s); options given explicitly override it")
+    parser.add_argument("--config", metavar="FILE", help="JSON or YAML file of options, e.g. a run's config.json, applied "
+                                                         "on top of the preset")
+    parser.add_argument("--threads", type=int, default=default_threads(),
+                        help=f"torch threads for this process (default: half the cores, {default_threads()})")
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
-        kwargs: dict[str, Any] = {"type": _converter(tp), "default": None,
-                                  "help": f.metadata.get("help", "") + f" (default: {f.default!r})"}
-        if typing.get_origin(tp) is typing.Literal:
-            kwargs["choices"] = typing.get_args(tp)
+        shown = base.get(f.name)
+        if isinstance(shown, tuple):
+            shown = ",".join(str(v) for v in shown)
+        kwargs: dict[str, Any] = {"default": None, "help": f.metadata.get("help", "") + f" (default: {shown})"}
+        if tp is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        else:
+            kwargs["type"] = _converter(tp)
+            if typing.get_origin(tp) is typing.Literal:
+                kwargs["choices"] = typing.get_args(tp)
         parser.add_argument("--" + f.name.replace("_", "-"), **kwargs)
     return parser
 
 
-def config_from_args(cls: type[C], args: argparse.Namespace, presets: Mapping[str, Mapping[str, Any]]) -> C:
-    """The config of the chosen preset, with explicitly given options applied on top."""
-    values = dict(presets[args.preset])
+def parse_config(cls: type[C], description: str, presets: Mapping[str, Mapping[str, Any]], argv: list[str] | None = None,
+                 *, name: str, apply_threads: bool = True) -> C:
+    """Parse ``argv`` into a validated config (and set the thread count).
+
+    ``name`` is the entry point's module (``experiments.full_pipeline``); its last part names the
+    default output folder ``results/<name>/<preset>``. A bad option exits with the config's own message (which names the option), as ``argparse`` does for
+    a malformed value.
+    """
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--preset", default="default")
+    pre.add_argument("--config")
+    known, _ = pre.parse_known_args(argv)
+    short = name.rsplit(".", 1)[-1]
+    preset = known.preset if known.preset in presets else "default"
+    try:
+        parser = build_parser(cls, description, presets, name=short, preset=preset, config_file=known.config)
+    except ValueError as exc:
+        argparse.ArgumentParser(prog=f"python -m {name}").error(str(exc))
+    parser.prog = f"python -m {name}"
+    args = parser.parse_args(argv)
+    values = _base_values(cls, presets, args.preset, args.config, short)
     for f in dataclasses.fields(cls):
         v = getattr(args, f.name)
         if v is not None:
             values[f.name] = v
-    return cls(**values)
-
-
-def parse_config(cls: type[C], description: str, presets: Mapping[str, Mapping[str, Any]], default_preset: str,
-                 argv: list[str] | None = None) -> C:
-    """Parse ``argv`` into a validated config; a bad option exits with the config's own message
-    (which names the option), as ``argparse`` does for a malformed value."""
-    parser = build_parser(cls, description, presets, default_preset)
-    args = parser.parse_args(argv)
     try:
-        return config_from_args(cls, args, presets)
+        cfg = cls(**values)
+        if apply_threads:
+            set_threads(args.threads)
     except ValueError as exc:
         parser.error(str(exc))
+    return cfg

@@ -118,27 +118,78 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
     return _atomic_replace(path, lambda tmp: torch.save(obj, tmp))
 
 
-def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] = ("out_dir", "device")) -> None:
-    """Refuse to resume saved stages computed under other settings.
+def run_environment() -> dict[str, Any]:
+    """What a results folder records about the software and machine that made it: package, Python,
+    NumPy, torch and (when installed) transformers / TRL versions, the git commit of the package's
+    checkout when there is one, the devices and torch's thread count."""
+    import platform
+    import subprocess
+    from importlib import metadata
 
-    The first call records ``config`` as ``<folder>/config.json``; a later call compares the two and
-    raises ``ValueError`` naming every setting that changed. ``config`` is a mapping or a config
-    dataclass; the keys in ``ignore``, and a dataclass's fields marked ``metadata={"resume":
-    False}``, never matter to what a stage computes and are left out. A folder of stages with no
-    record yet is adopted as it is.
-    """
+    import torch
+
+    def version(pkg: str) -> str | None:
+        try:
+            return metadata.version(pkg)
+        except metadata.PackageNotFoundError:
+            return None
+
+    root = Path(__file__).resolve().parents[2]
+    commit = None
+    if (root / ".git").exists():
+        try:
+            commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                                    timeout=10, check=True).stdout.strip()
+            dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                   capture_output=True, text=True, timeout=10).stdout.strip()
+            commit += "+dirty" if dirty else ""
+        except (OSError, subprocess.SubprocessError):
+            commit = None
+    return {
+        "shiftbounds": version("shiftbounds"), "git_commit": commit, "python": platform.python_version(),
+        "numpy": np.__version__, "torch": torch.__version__, "transformers": version("transformers"),
+        "trl": version("trl"), "cuda_available": torch.cuda.is_available(),
+        "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+    }
+
+
+def _skipped(config: Any, ignore: Iterable[str]) -> set[str]:
     skip = set(ignore)
     if is_dataclass(config) and not isinstance(config, type):
         skip |= {f.name for f in fields(config) if f.metadata.get("resume", True) is False}
-        config = asdict(config)
+    return skip
+
+
+class StaleFolderError(ValueError):
+    """A results folder holds results computed under other settings (raised by :func:`guard_resume`)."""
+
+
+def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] = ()) -> Path:
+    """Open ``folder`` for a run of ``config``: refuse it when it was made under settings that change
+    results, then (re)write ``<folder>/config.json``.
+
+    ``config.json`` holds ``{"config": <every field>, "environment": run_environment()}``; it can be
+    passed back with ``--config`` to rerun. ``config`` is a config dataclass (or a mapping). The
+    fields marked ``metadata={"resume": False}`` (and the keys in ``ignore``) never change what the
+    run computes — the output folder, say, or which of several cached sweeps to tabulate — so they
+    may differ; any other difference raises :class:`StaleFolderError` naming each changed setting with its
+    saved and new value. This is the one guard of every experiment; a folder without a
+    ``config.json`` is adopted.
+    """
     path = Path(folder) / "config.json"
-    now = {k: v for k, v in _jsonable(dict(config)).items() if k not in skip}
+    full = asdict(config) if is_dataclass(config) and not isinstance(config, type) else dict(config)
+    skip = _skipped(config, ignore)
+    now = {k: v for k, v in _jsonable(full).items() if k not in skip}
     if path.exists():
-        saved = {k: v for k, v in read_json(path).items() if k not in skip}
+        saved_all = read_json(path)
+        saved_cfg = saved_all["config"] if isinstance(saved_all.get("config"), Mapping) else saved_all
+        saved = {k: v for k, v in saved_cfg.items() if k not in skip}
         changed = sorted(k for k in set(now) | set(saved) if now.get(k) != saved.get(k))
         if changed:
             diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in changed)
-            raise ValueError(f"{folder} holds stages computed under other settings ({diffs}); "
+            raise StaleFolderError(f"{folder} holds results computed under other settings ({diffs}); "
                              "pass a fresh --out-dir or delete that folder to start over")
-    else:
-        write_json(path, now)
+    full = asdict(config) if is_dataclass(config) and not isinstance(config, type) else dict(config)
+    write_json(path, {"config": full, "environment": run_environment()})
+    return path

@@ -55,7 +55,8 @@ def save_figure(fig, path_stem: str | Path) -> list[Path]:
         for ext in ("png", "pdf"):
             p = stem.with_suffix(f".{ext}")
             tmp = p.with_name(f".{p.name}.tmp.{ext}")
-            fig.savefig(tmp)
+            # no creation date in the PDF: the same figure gives the same bytes on every run
+            fig.savefig(tmp, metadata={"CreationDate": None} if ext == "pdf" else None)
             tmp.replace(p)
             out.append(p)
     plt.close(fig)

@@ -1,0 +1,89 @@
+"""Runs that can be trusted: a folder made under other settings is refused, a run killed with
+SIGKILL mid-RL and resumed writes exactly what an uninterrupted run writes, and ``config.json``
+records the environment and reruns the run through ``--config``."""
+
+from __future__ import annotations
+
+import filecmp
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from experiments import full_pipeline
+from shiftbounds.utils.io import StaleFolderError
+
+ARGS = ["--preset", "smoke", "--tasks", "guess_number", "--rl-steps", "40", "--eval-every", "10", "--threads", "1"]
+
+
+def _cmd(out: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "experiments.full_pipeline", *ARGS, "--out-dir", str(out), *extra]
+
+
+def test_other_settings_are_refused_naming_each(tmp_path):
+    out = tmp_path / "run"
+    full_pipeline.main(["--preset", "smoke", "--tasks", "guess_number", "--seeds", "2", "--rl-steps", "4",
+                        "--eval-every", "2", "--out-dir", str(out)])
+    with pytest.raises(SystemExit, match="rl_steps: saved 4, now 3.*sft_steps: saved 30, now 2"):
+        full_pipeline.main(["--preset", "smoke", "--tasks", "guess_number", "--seeds", "2", "--rl-steps", "3",
+                            "--sft-steps", "2", "--eval-every", "2", "--out-dir", str(out)])
+    cfg = full_pipeline.PRESETS["smoke"] | {"tasks": ("guess_number",), "rl_steps": 3, "eval_every": 2, "out_dir": str(out)}
+    with pytest.raises(StaleFolderError, match="rl_steps"):
+        full_pipeline.run(full_pipeline.PipelineConfig(**cfg))
+    # the output folder itself is not a setting that changes results: a copy may be reopened elsewhere
+    record = json.loads((out / "config.json").read_text())
+    assert record["config"]["rl_steps"] == 4
+    env = record["environment"]
+    for key in ("shiftbounds", "git_commit", "torch", "transformers", "torch_threads", "cuda_available", "python"):
+        assert key in env, key
+    assert env["torch"] == torch.__version__
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file() and not p.name.startswith("timings"))
+
+
+@pytest.mark.slow
+def test_sigkill_mid_rl_then_resume_equals_uninterrupted(tmp_path):
+    out = tmp_path / "run"
+    subprocess.run(_cmd(out), check=True, capture_output=True, timeout=600)
+    ref = tmp_path / "reference"
+    out.rename(ref)
+    kills = 0
+    for _ in range(8):
+        proc = subprocess.Popen(_cmd(out), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        before = set(out.glob("*/seed*/rl_*.ckpt")) if out.exists() else set()
+        while proc.poll() is None:
+            if kills < 3 and set(out.glob("*/seed*/rl_*.ckpt")) - before:
+                time.sleep(0.2)  # a little further into RL, past the checkpoint
+                proc.send_signal(signal.SIGKILL)
+                proc.wait()
+                kills += 1
+                break
+            time.sleep(0.02)
+        if proc.returncode == 0:
+            break
+    assert kills == 3 and proc.returncode == 0
+    assert _files(ref) == _files(out)
+    for rel in _files(ref):
+        if rel.suffix in (".pt", ".ckpt"):  # torch.save writes a random serialisation id: compare tensors
+            a, b = (torch.load(d / rel, weights_only=False) for d in (ref, out))
+            sa = a["state"] if "state" in a else a["agent"]
+            sb = b["state"] if "state" in b else b["agent"]
+            assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa), rel
+        else:
+            assert filecmp.cmp(ref / rel, out / rel, shallow=False), f"{rel} differs after kill and resume"
+
+
+def test_config_json_reruns_the_run(tmp_path):
+    out = tmp_path / "run"
+    first = full_pipeline.main(["--preset", "smoke", "--tasks", "booking", "--rl-steps", "2", "--eval-every", "1",
+                                "--out-dir", str(out)])
+    again = full_pipeline.main(["--config", str(out / "config.json"), "--out-dir", str(tmp_path / "rerun")])
+    assert again["config"]["rl_steps"] == 2 and tuple(again["config"]["tasks"]) == ("booking",)
+    assert again["main"] == first["main"] and again["paired"] == first["paired"]
