@@ -55,7 +55,7 @@ from shiftbounds.dialogue.stages import (
     train_discriminator,
     user_nll,
 )
-from shiftbounds.dialogue.tasks import REWARD_SOURCES, TASKS, prompted_simulator
+from shiftbounds.dialogue.tasks import REAL_USERS, REWARD_SOURCES, TASKS, prompted_simulator
 from shiftbounds.dialogue.tokens import Vocab, encode
 from shiftbounds.nn.transformer import load_model, save_model
 from shiftbounds.theory.bounds import compounding
@@ -76,6 +76,7 @@ class PipelineConfig:
     horizon: int = field(default=4, metadata={"help": "agent turns H"})
     n_logs: int = field(default=1500, metadata={"help": "logged dialogues of pi_data with the real user (train + held-out)"})
     held_out: float = field(default=0.2, metadata={"help": "held-out fraction of the logs"})
+    real_user: str = field(default="memory", metadata={"help": f"the real user, from {sorted(REAL_USERS)}: 'memory' is consistent, impatient with repeated questions and clarifies more as the dialogue grows"})
     accept_wrong: float = field(default=0.3, metadata={"help": "prompted simulator: probability of accepting a wrong proposal"})
     leak: float = field(default=0.2, metadata={"help": "prompted simulator: probability of leaking the goal"})
     reward_source: str = field(default="acceptance", metadata={"help": f"what simulators pay during RL, from {REWARD_SOURCES}"})
@@ -103,8 +104,11 @@ class PipelineConfig:
         bad = [t for t in self.tasks if t not in TASKS]
         if bad or not self.tasks:
             raise ValueError(f"--tasks must name tasks from {sorted(TASKS)}; got unknown {bad}")
-        if not 2 <= self.horizon <= 6:
-            raise ValueError(f"--horizon must lie in [2, 6] (the exact views grow fast); got {self.horizon}")
+        if self.real_user not in REAL_USERS:
+            raise ValueError(f"--real-user must be one of {sorted(REAL_USERS)}; got {self.real_user!r}")
+        top = 4 if self.real_user == "memory" else 6
+        if not 2 <= self.horizon <= top:
+            raise ValueError(f"--horizon must lie in [2, {top}] with --real-user {self.real_user} (the exact views grow fast); got {self.horizon}")
         if self.n_logs < 10 or not 0 < self.held_out < 0.9:
             raise ValueError(f"--n-logs >= 10 and --held-out in (0, 0.9) required; got {self.n_logs}, {self.held_out}")
         if not (0 <= self.accept_wrong <= 1 and 0 <= self.leak <= 0.9):
@@ -178,7 +182,7 @@ def run_task_seed(cfg: PipelineConfig, task_name: str, k: int) -> dict:
     gen = lambda *key: torch_generator(cfg.seed, task_name, k, *key)  # noqa: E731 - one generator per keyed draw
     rng = lambda *key: numpy_rng(cfg.seed, task_name, k, *key)  # noqa: E731
     task = make_task(task_name, cfg.horizon, cfg.reward_source)
-    prep = prepare_task(task)
+    prep = prepare_task(task, cfg.real_user)
     vocab = Vocab(task)
     mcfg = ModelConfig(cfg.d_model, cfg.n_layer)
     real = ExplicitUser(task, prep.real)
@@ -288,7 +292,7 @@ def run_task_seed(cfg: PipelineConfig, task_name: str, k: int) -> dict:
 def exact_references(cfg: PipelineConfig, task_name: str) -> dict:
     """Exact ``J_real`` of the real-user optimum, ``pi_data`` and the exact Interactive-RL policy
     (the optimum against the prompted simulator), from the tabular engine: the same for every seed."""
-    prep = prepare_task(make_task(task_name, cfg.horizon, cfg.reward_source))
+    prep = prepare_task(make_task(task_name, cfg.horizon, cfg.reward_source), cfg.real_user)
     refs = reference_results(prep)
     return {"optimal": refs["optimal"]["J_real"], "pi_data": refs["pi_data"]["J_real"],
             "interactive_exact": prompted_paradigm(prep, cfg.accept_wrong, cfg.leak)["J_real"]}
@@ -358,12 +362,17 @@ def summarise(cfg: PipelineConfig, runs: list[dict]) -> tuple[list[dict], list[d
         for name in rs[0]["simulators"]:
             ss = [r["simulators"][name] for r in rs]
             row = {"task": task, "user_model": name}
-            for key in ("accept_wrong", "leak", "clarify", "discriminator_accuracy"):
+            for key in SIM_KEYS + ("discriminator_accuracy",):
                 if key in ss[0]:
-                    row[key] = float(np.nanmean([s[key] for s in ss]))
+                    vals = np.array([float(s[key]) for s in ss])  # "nan" (no such turn) as JSON writes it
+                    row[key] = float(vals[np.isfinite(vals)].mean()) if np.isfinite(vals).any() else float("nan")
             row["nll_per_turn"] = float(np.mean([np.mean(s["nll_per_turn"]) for s in ss]))
             sims.append(row)
     return main, per_turn, curves, sims
+
+
+SIM_KEYS = ("accept_wrong", "leak", "clarify", "clarify_first", "clarify_last", "quit", "repeat_consistency")
+"""The rates of :func:`shiftbounds.dialogue.measures.sycophancy` reported per user model."""
 
 
 def plot_curves(curves: list[dict], cfg: PipelineConfig, stem: Path) -> list[Path]:
@@ -408,17 +417,17 @@ def plot_shifts(per_turn: list[dict], cfg: PipelineConfig, stem: Path) -> list[P
 
 
 def plot_sycophancy(sims: list[dict], cfg: PipelineConfig, stem: Path) -> list[Path]:
-    """Accept-wrong, leak and clarification rates of each user model at held-out logged histories."""
-    fig, axes = new_figure(ncols=len(cfg.tasks), width=3.2, height=2.4)
-    keys = ("accept_wrong", "leak", "clarify")
+    """Each user model's rates (:data:`SIM_KEYS`) at held-out logged histories."""
+    fig, axes = new_figure(ncols=len(cfg.tasks), width=4.8, height=2.6)
+    keys = SIM_KEYS
     for j, task in enumerate(cfg.tasks):
         ax = axes[0, j]
         rows = [s for s in sims if s["task"] == task]
         for i, r in enumerate(rows):
             w = 0.8 / len(rows)
-            ax.bar(np.arange(3) + w * i, [r[k] for k in keys], w, label=r["user_model"],
+            ax.bar(np.arange(len(keys)) + w * i, [r[k] for k in keys], w, label=r["user_model"],
                    color=series_style(i)["color"], hatch=("", "//", "..", "xx")[i % 4], edgecolor="black", linewidth=0.4)
-        ax.set_xticks(np.arange(3) + 0.4 - 0.4 / len(rows), keys)
+        ax.set_xticks(np.arange(len(keys)) + 0.4 - 0.4 / len(rows), keys, rotation=45, ha="right", fontsize=6)
         ax.set_title(task)
         ax.set_ylabel("rate")
     axes[0, 0].legend(frameon=False, fontsize=6)
@@ -451,7 +460,7 @@ def run(cfg: PipelineConfig) -> dict:
     write_csv(out / "curves.csv", curves)
     write_csv(out / "simulators.csv", sims)
     md = (f"# Full pipeline: three paradigms, small transformers\n\nH = {cfg.horizon}; {cfg.n_logs} logged dialogues "
-          f"({cfg.held_out:.0%} held out); prompted simulator accept-wrong {cfg.accept_wrong}, leak {cfg.leak}; "
+          f"({cfg.held_out:.0%} held out); real user: {cfg.real_user}; prompted simulator accept-wrong {cfg.accept_wrong}, leak {cfg.leak}; "
           f"{cfg.rl_steps} RL steps x {cfg.goals_per_step * cfg.group} dialogues (same agent-token budget for every "
           f"arm); {cfg.seeds} seeds, 95 % CIs over seeds. J_real: judged return against the real user "
           f"(explicit ground-truth model); J_sim: the training simulator's own acceptance return. Exact rows come from "
@@ -461,7 +470,7 @@ def run(cfg: PipelineConfig) -> dict:
           + "\n## Paired differences of J_real over seeds (95 % CI; an ordering only where it excludes 0)\n\n"
           + markdown_table(paired, ["task", "difference", "mean", "ci", "verdict"])
           + "\n## User models at held-out logged histories\n\n"
-          + markdown_table(sims, ["task", "user_model", "accept_wrong", "leak", "clarify", "nll_per_turn", "discriminator_accuracy"])
+          + markdown_table(sims, ["task", "user_model", *SIM_KEYS, "nll_per_turn", "discriminator_accuracy"])
           + "\nDiscriminator accuracy: a classifier of real vs simulated user turns trained on the train logs, "
             "scored on held-out logs (0.5 = indistinguishable). Wall times: timings.md.\n")
     atomic_write_text(out / "results.md", md)

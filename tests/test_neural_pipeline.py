@@ -23,14 +23,15 @@ from shiftbounds.dialogue.agents import data_policy
 
 @pytest.fixture(scope="module")
 def tiny():
-    """guess_number with 3 numbers and 3 turns; an agent SFT-ed briefly on 300 logs."""
+    """guess_number with 3 numbers and 3 turns, the history-dependent real user; an agent SFT-ed
+    briefly on 300 logs."""
     task = guess_number(3, horizon=3, reward_source="acceptance")
     from shiftbounds.dialogue.exact import PreparedTask
     from shiftbounds.dialogue.summary import success_rewards, user_mdp
-    from shiftbounds.dialogue.tasks import real_user
+    from shiftbounds.dialogue.tasks import memory_user
 
     space = build_space(task)
-    real = real_user(task)
+    real = memory_user(task)
     prep = PreparedTask(task, space, real, user_mdp(space, real), data_policy(space), success_rewards(space, real))
     vocab = Vocab(task)
     logs = sample_logs(prep, 300, rng=np.random.default_rng(0))
@@ -89,7 +90,7 @@ def test_neural_estimates_agree_with_exact_tree(tiny):
     exact_eps = exact_tree(vocab, prep.space, agent, real, data_policy=prep.data_policy, follow="data")["eps"]
     for t in range(3):
         assert _within(eps["mean"][t], exact_eps[t], eps["low"][t], eps["high"][t]), (t, eps, exact_eps)
-    ro = rollout(vocab, agent, sim, torch.randint(3, (6000,), generator=g), generator=g, real=real)
+    ro = rollout(vocab, agent, sim, torch.randint(3, (20000,), generator=g), generator=g, real=real)
     delta = M.simulator_errors(ro, prep.task)["delta"]
     exact_delta = exact_tree(vocab, prep.space, agent, sim, compare_user=real)["delta"]
     for t in range(3):

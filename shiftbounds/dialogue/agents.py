@@ -15,7 +15,8 @@ def data_policy(space: SummarySpace, *, confidence: float = 0.6, noise: float = 
 
     With probability ``1 - noise``: propose the most likely goal (under ``belief``, by default a
     user who errs 5 % of the time) when its probability reaches ``confidence`` or at the last turn;
-    otherwise ask a question chosen uniformly among those that still split the possible goals.
+    otherwise ask a question chosen uniformly among those that still split the possible goals,
+    preferring questions not answered yet (a person rarely asks the same thing twice).
     With probability ``noise``: any act uniformly at random. In the ``DONE`` summary (the dialogue
     has ended) the policy is the fixed act 0, as for every policy evaluated by the package
     (:meth:`shiftbounds.dialogue.exact.PreparedTask.evaluate`), so ended dialogues add no ``eps``.
@@ -28,8 +29,10 @@ def data_policy(space: SummarySpace, *, confidence: float = 0.6, noise: float = 
     live = b > 1e-12
     pi = np.zeros((H, S, A))
     best = np.argmax(b, -1)
+    first = space.first_answers()
     for s in range(S):
         splitting = [q for q in range(Q) if len(set(task.answers[q, live[s]])) > 1]
+        splitting = [q for q in splitting if first[s, q] < 0] or splitting
         for t in range(H):
             if b[s].max() >= confidence or not splitting or t == H - 1:
                 pi[t, s, Q + best[s]] = 1.0

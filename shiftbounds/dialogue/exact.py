@@ -17,7 +17,7 @@ from shiftbounds.dialogue.calibration import fit_count_model, fit_shared_model
 from shiftbounds.dialogue.logs import Dialogue, sample_dialogues
 from shiftbounds.dialogue.paradigms import evaluate_policy, interactive_rl, static_context_rl
 from shiftbounds.dialogue.summary import SummarySpace, build_space, success_rewards, user_mdp
-from shiftbounds.dialogue.tasks import TASKS, HiddenGoalTask, UserModel, prompted_simulator, real_user
+from shiftbounds.dialogue.tasks import REAL_USERS, TASKS, HiddenGoalTask, UserModel, prompted_simulator
 from shiftbounds.tabular import TabularMDP, greedy_policy, optimal_policy, q_values
 
 PARADIGMS = ("static-myopic", "static-one-step", "interactive", "calibrated-count", "calibrated-shared")
@@ -54,10 +54,13 @@ def make_task(name: str, horizon: int, reward_source: str = "acceptance", wrong_
     return TASKS[name](horizon=horizon, reward_source=reward_source, wrong_penalty=wrong_penalty)
 
 
-def prepare_task(task: HiddenGoalTask) -> PreparedTask:
-    """Summary space, real user, its exact MDP and the logging agent."""
-    space = build_space(task)
-    real = real_user(task)
+def prepare_task(task: HiddenGoalTask, real_user: str = "memory") -> PreparedTask:
+    """Summary space, real user (a name in :data:`~shiftbounds.dialogue.tasks.REAL_USERS`), its exact
+    MDP and the logging agent. The space tracks the user's memory only when the real user has one."""
+    if real_user not in REAL_USERS:
+        raise ValueError(f"unknown real user {real_user!r}; choose from {sorted(REAL_USERS)}")
+    real = REAL_USERS[real_user](task)
+    space = build_space(task, memory=real.has_memory)
     return PreparedTask(task, space, real, user_mdp(space, real), data_policy(space), success_rewards(space, real))
 
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from shiftbounds.dialogue.rollout import ExplicitUser, agent_turn_logits
+from shiftbounds.dialogue.rollout import ExplicitUser, Memory, agent_turn_logits
 from shiftbounds.dialogue.summary import SummarySpace
-from shiftbounds.dialogue.tasks import ACCEPT
+from shiftbounds.dialogue.tasks import ENDING_ACTS
 from shiftbounds.dialogue.tokens import BOS, PAD, Vocab
 
 
@@ -38,6 +38,7 @@ def exact_tree(vocab: Vocab, space: SummarySpace, agent, user: ExplicitUser, *, 
     prob = torch.as_tensor(task.prior, dtype=torch.float64)
     tokens = torch.full((G, 1), BOS)
     state = np.ones(G, dtype=np.int64)
+    memory = Memory.empty(task, G)
     J = 0.0
     eps, delta = [], []
     for t in range(H):
@@ -50,9 +51,9 @@ def exact_tree(vocab: Vocab, space: SummarySpace, agent, user: ExplicitUser, *, 
             if follow == "data":
                 pa = pd
         A = pa.shape[1]
-        pu = user.table.double()[:, goals].permute(1, 0, 2)  # [N, A, K]
+        pu = user.all_probs(goals, t, memory)  # [N, A, K]
         if compare_user is not None:
-            pc = compare_user.table.double()[:, goals].permute(1, 0, 2)
+            pc = compare_user.all_probs(goals, t, memory)
             delta.append(float((prob[:, None] * pa * 0.5 * (pu - pc).abs().sum(-1)).sum()))
         acts = torch.arange(A)
         one, wrong, zero = (torch.tensor(v, dtype=torch.float64) for v in (1.0, -pen, 0.0))  # not float32 scalars
@@ -61,12 +62,13 @@ def exact_tree(vocab: Vocab, space: SummarySpace, agent, user: ExplicitUser, *, 
         if t + 1 == H:
             break
         joint = prob[:, None, None] * pa[:, :, None] * pu  # [N, A, K]
-        joint[:, :, ACCEPT] = 0.0  # accepted dialogues end (no further reward)
+        joint[:, :, list(ENDING_ACTS)] = 0.0  # accepted (or quit) dialogues end (no further reward)
         n, a, k = torch.nonzero(joint > 0, as_tuple=True)
         if len(n) > max_nodes:
             raise ValueError(f"the dialogue tree has {len(n)} nodes at turn {t + 1}, over max_nodes={max_nodes}")
         prob = joint[n, a, k]
         goals = goals[n]
+        memory = Memory(memory.first[n], memory.repeats[n]).after(task, a, k, torch.ones_like(a, dtype=torch.bool))
         tokens = torch.cat([tokens[n], (a + vocab.agent_offset)[:, None], (k + vocab.user_offset)[:, None]], 1)
         state = np.array([space.successor[s, ai, ki] for s, ai, ki in zip(state[n.numpy()], a.numpy(), k.numpy())])
     return {"J": J, "eps": eps, "delta": delta}

@@ -8,8 +8,8 @@ One dialogue per line::
 
 ``agent`` and ``user`` are act names from the task's vocabularies
 (:attr:`HiddenGoalTask.agent_acts`, :func:`~shiftbounds.dialogue.tasks.user_acts`); ``reward`` is
-the goal-aware judge's reward of the agent act. A dialogue stops when a proposal is accepted or
-after ``H`` agent turns.
+the goal-aware judge's reward of the agent act. A dialogue stops when a proposal is accepted, when
+the user quits, or after ``H`` agent turns.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shiftbounds.dialogue.summary import SummarySpace, next_state
+from shiftbounds.dialogue.summary import SummarySpace, next_state, response_table
 from shiftbounds.dialogue.tasks import HiddenGoalTask, UserModel, user_acts
 from shiftbounds.utils.io import atomic_write_text
 
@@ -60,6 +60,10 @@ def sample_dialogues(space: SummarySpace, policy: np.ndarray, user: UserModel, n
                      rng: np.random.Generator) -> list[Dialogue]:
     """``n`` dialogues of ``policy[t, s, a]`` (over summaries) with ``user``; goals from the prior."""
     task = space.task
+    if user.has_memory and not space.memory:
+        raise ValueError(f"user model {user.name!r} has memory; sample it on a space built with memory=True")
+    table = response_table(task, user)  # [H, A, G, 3, H, K]
+    first, repeats = space.first_answers(), np.minimum(space.repeats(), task.horizon - 1)
     out = []
     for _ in range(n):
         x = int(rng.choice(task.n_goals, p=task.prior))
@@ -67,7 +71,8 @@ def sample_dialogues(space: SummarySpace, policy: np.ndarray, user: UserModel, n
         actions, acts, states, rewards = [], [], [], []
         for t in range(task.horizon):
             a = int(rng.choice(task.n_actions, p=policy[t, s]))
-            k = int(rng.choice(space.n_user_acts, p=user.response(task, a, x)))
+            prev = first[s, a] if task.is_question(a) else -1
+            k = int(rng.choice(space.n_user_acts, p=table[t, a, x, prev + 1, repeats[s]]))
             actions.append(a), acts.append(k), states.append(s), rewards.append(judge_reward(task, a, x))
             s = int(space.successor[s, a, k])
             if s == 0:

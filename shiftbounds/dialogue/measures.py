@@ -21,10 +21,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from shiftbounds.dialogue.rollout import ExplicitUser, NeuralUser, Rollout, agent_turn_logits, rollout
+from shiftbounds.dialogue.rollout import ExplicitUser, NeuralUser, Rollout, agent_turn_logits, memory_along, rollout
 from shiftbounds.dialogue.stages import user_answer_probs
 from shiftbounds.dialogue.summary import SummarySpace
-from shiftbounds.dialogue.tasks import ACCEPT, CLARIFY, N_BASE_USER_ACTS
+from shiftbounds.dialogue.tasks import ACCEPT, CLARIFY, N_BASE_USER_ACTS, NO, QUIT, YES
 from shiftbounds.dialogue.tokens import Vocab
 from shiftbounds.nn.transformer import Transformer
 from shiftbounds.utils.stats import mean_ci
@@ -125,15 +125,38 @@ def plugin_tv(a: np.ndarray, b: np.ndarray, n_states: int, rng: np.random.Genera
 
 @torch.no_grad()
 def sycophancy(vocab: Vocab, user, data: dict) -> dict:
-    """Accept-wrong, leak and clarification rates of a user model at logged histories."""
+    """How a user model behaves at logged histories, each rate the mean of its probabilities there:
+
+    * ``accept_wrong``: accepting a wrong proposal; ``leak``: volunteering the goal at a question;
+    * ``clarify``: asking for clarification at a question, also split into ``clarify_first`` (turn 0)
+      and ``clarify_last`` (turn ``H - 1``): a rate that grows with the dialogue shows up there;
+    * ``quit``: ending the dialogue at a *repeated* question (one answered earlier in the dialogue);
+    * ``repeat_consistency``: at a repeated question, the probability that an answer repeats the
+      earlier one (1 for a consistent user; ``1 - 2 err (1 - err)`` for a memoryless one erring ``err``).
+
+    A rate is ``nan`` where the logs hold no such turn.
+    """
     task = vocab.task
-    p = user_answer_probs(vocab, user, data)  # [N, H, K]
+    p = user_answer_probs(vocab, user, data).double()  # [N, H, K]
     mask = data["turn_mask"] > 0
     a = data["actions"].clamp_min(0)
     question = mask & (a < task.n_questions)
     wrong = mask & (a >= task.n_questions) & (a - task.n_questions != data["goals"][:, None])
+    prev = torch.stack([m.previous(task, data["actions"][:, t]) for t, m in enumerate(memory_along(task, data["actions"], data["acts"]))], 1)
+    repeated = question & (prev >= 0)
+    answered = p[..., YES] + p[..., NO]
+    same = torch.where(prev == 1, p[..., YES], p[..., NO]) / answered.clamp_min(1e-12)
+
+    def rate(values: torch.Tensor, where: torch.Tensor) -> float:
+        return float(values[where].mean()) if where.any() else float("nan")
+
+    turn = torch.arange(task.horizon, device=mask.device)[None, :].expand_as(mask)
     return {
-        "accept_wrong": float(p[..., ACCEPT][wrong].mean()) if wrong.any() else float("nan"),
-        "leak": float(p[..., N_BASE_USER_ACTS:].sum(-1)[question].mean()),
-        "clarify": float(p[..., CLARIFY][question].mean()),
+        "accept_wrong": rate(p[..., ACCEPT], wrong),
+        "leak": rate(p[..., N_BASE_USER_ACTS:].sum(-1), question),
+        "clarify": rate(p[..., CLARIFY], question),
+        "clarify_first": rate(p[..., CLARIFY], question & (turn == 0)),
+        "clarify_last": rate(p[..., CLARIFY], question & (turn == task.horizon - 1)),
+        "quit": rate(p[..., QUIT], repeated),
+        "repeat_consistency": rate(same, repeated & (answered > 1e-9)),
     }

@@ -16,23 +16,80 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from shiftbounds.dialogue.tasks import ACCEPT, REJECT, HiddenGoalTask, UserModel
+from shiftbounds.dialogue.summary import response_table
+from shiftbounds.dialogue.tasks import ACCEPT, ENDING_ACTS, NO, REJECT, YES, HiddenGoalTask, UserModel
 from shiftbounds.dialogue.tokens import BOS, PAD, Vocab
 from shiftbounds.nn.generate import sample_tokens
 from shiftbounds.nn.transformer import Transformer
 
 
+@dataclass(frozen=True)
+class Memory:
+    """What a history-dependent user remembers of each of ``B`` dialogues: ``first [B, Q]`` (its first
+    answer to each question, -1 if never answered) and ``repeats [B]`` (questions asked again)."""
+
+    first: torch.Tensor
+    repeats: torch.Tensor
+
+    @staticmethod
+    def empty(task: HiddenGoalTask, batch: int, device=None) -> "Memory":
+        return Memory(torch.full((batch, task.n_questions), -1, dtype=torch.long, device=device),
+                      torch.zeros(batch, dtype=torch.long, device=device))
+
+    def previous(self, task: HiddenGoalTask, actions: torch.Tensor) -> torch.Tensor:
+        """``[B]`` the earlier answer to the asked question (-1 for none, and for proposals)."""
+        Q = task.n_questions
+        prev = self.first.gather(1, actions.clamp(0, Q - 1)[:, None])[:, 0]
+        return torch.where((actions >= 0) & (actions < Q), prev, -1)
+
+    def after(self, task: HiddenGoalTask, actions: torch.Tensor, acts: torch.Tensor, alive: torch.Tensor) -> "Memory":
+        """The memory after the agent's ``actions`` and the user's ``acts`` in the ``alive`` dialogues
+        (the same update as :func:`~shiftbounds.dialogue.summary.next_state`)."""
+        prev = self.previous(task, actions)
+        question = alive & (actions >= 0) & (actions < task.n_questions)
+        repeats = self.repeats + (question & (prev >= 0)).long()
+        answered = question & (prev < 0) & ((acts == YES) | (acts == NO))
+        first = self.first.clone()
+        rows = torch.nonzero(answered)[:, 0]
+        first[rows, actions[rows]] = (acts[rows] == YES).long()
+        return Memory(first, repeats)
+
+
 class ExplicitUser:
-    """A user with explicit probabilities: ``P(act | agent act, goal)`` as a table ``[A, G, K]``."""
+    """A user with explicit probabilities, read from
+    :func:`~shiftbounds.dialogue.summary.response_table` ``[H, A, G, 3, H, K]``."""
 
     def __init__(self, task: HiddenGoalTask, model: UserModel) -> None:
         self.task, self.model = task, model
-        self.table = torch.tensor(np.array([[model.response(task, a, x) for x in range(task.n_goals)]
-                                            for a in range(task.n_actions)]), dtype=torch.float64)  # [A, G, K]
+        self.table = torch.tensor(response_table(task, model), dtype=torch.float64)
 
-    def probs(self, goals: torch.Tensor, actions: torch.Tensor) -> torch.Tensor:
-        """``[B, K]`` response distributions (float32, like the networks' outputs)."""
-        return self.table.to(goals.device)[actions, goals].float()
+    def probs(self, goals: torch.Tensor, actions: torch.Tensor, turn: int, memory: Memory,
+              dtype: torch.dtype = torch.float32) -> torch.Tensor:
+        """``[B, K]`` response distributions at turn ``turn`` (float32 by default, like the networks' outputs)."""
+        prev = memory.previous(self.task, actions) + 1
+        reps = memory.repeats.clamp_max(self.task.horizon - 1)
+        return self.table.to(goals.device)[turn, actions.clamp_min(0), goals, prev, reps].to(dtype)
+
+    def all_probs(self, goals: torch.Tensor, turn: int, memory: Memory) -> torch.Tensor:
+        """``[B, A, K]`` (float64) the reply distribution after every agent act."""
+        A = self.task.n_actions
+        return torch.stack([self.probs(goals, torch.full_like(goals, a), turn, memory, torch.float64) for a in range(A)], 1)
+
+    def at_histories(self, goals: torch.Tensor, actions: torch.Tensor, acts: torch.Tensor) -> torch.Tensor:
+        """``[N, H, K]`` the reply distribution at every turn of logged histories (``actions`` and
+        ``acts`` ``[N, H]``, ``-1`` after the end)."""
+        memories = memory_along(self.task, actions, acts)
+        return torch.stack([self.probs(goals, actions[:, t], t, m) for t, m in enumerate(memories)], 1)
+
+
+def memory_along(task: HiddenGoalTask, actions: torch.Tensor, acts: torch.Tensor) -> list[Memory]:
+    """The :class:`Memory` before every turn of histories ``actions``, ``acts`` ``[N, H]`` (-1 after the end)."""
+    memory = Memory.empty(task, actions.shape[0], actions.device)
+    out = []
+    for t in range(actions.shape[1]):
+        out.append(memory)
+        memory = memory.after(task, actions[:, t], acts[:, t], actions[:, t] >= 0)
+    return out
 
 
 class NeuralUser:
@@ -103,6 +160,7 @@ def rollout(vocab: Vocab, agent: Transformer, user: ExplicitUser | NeuralUser, g
     a_off, u_off = vocab.agent_offset, vocab.user_offset
     logits, agent_cache = agent(torch.full((B, 1), BOS, device=dev))
     user_cache = user.start(goals) if isinstance(user, NeuralUser) else None
+    memory = Memory.empty(task, B, dev)
     alive = torch.ones(B, dtype=torch.bool, device=dev)
     toks = [torch.full((B,), BOS, device=dev)]
     pending = None  # the user's last act, fed to the user network together with the next agent act
@@ -116,7 +174,7 @@ def rollout(vocab: Vocab, agent: Transformer, user: ExplicitUser | NeuralUser, g
             new = a_tok[:, None] if pending is None else torch.stack([pending, a_tok], 1)
             pu, user_cache = user.step(user_cache, new, a)
         else:
-            pu = user.probs(goals, a)
+            pu = user.probs(goals, a, t, memory)
         u = sample_tokens(torch.log(pu.clamp_min(1e-30)), 1.0, generator)
         u_tok = torch.where(alive, u + u_off, PAD)
         proposal = a >= Q
@@ -127,11 +185,12 @@ def rollout(vocab: Vocab, agent: Transformer, user: ExplicitUser | NeuralUser, g
                          ("mask", alive.float()), ("pa", pa), ("pu", pu), ("rj", rj), ("ra", ra)):
             out[key].append(val)
         if real is not None:
-            out["pr"].append(real.probs(goals, a))
+            out["pr"].append(real.probs(goals, a, t, memory))
         pending = u_tok
         logits, agent_cache = agent(torch.stack([a_tok, u_tok], 1), agent_cache)
         toks += [a_tok, u_tok]
-        alive = alive & (u != ACCEPT)
+        memory = memory.after(task, a, u, alive)
+        alive = alive & ~torch.isin(u, torch.tensor(ENDING_ACTS, device=dev))
     st = lambda key: torch.stack(out[key], 1)  # noqa: E731 - stack per-turn lists to [B, H, ...]
     return Rollout(goals, torch.stack(toks, 1), st("actions"), st("acts"), st("mask"), st("pa"), st("pu"),
                    st("pr") if real is not None else None, st("rj"), st("ra"))

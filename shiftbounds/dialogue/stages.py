@@ -104,7 +104,7 @@ def user_nll(vocab: Vocab, user: ExplicitUser | Transformer, data: dict) -> torc
     mask = data["turn_mask"]
     acts = data["acts"].clamp_min(0)
     if isinstance(user, ExplicitUser):
-        p = user.table[data["actions"].clamp_min(0), data["goals"][:, None].expand_as(acts)]
+        p = user.at_histories(data["goals"], data["actions"], data["acts"]).double()
         logp = torch.log(p.gather(-1, acts[..., None])[..., 0].clamp_min(1e-30))
     else:
         logits = user_turn_logits(vocab, user, data["user_view"], data["actions"])
@@ -116,7 +116,7 @@ def user_nll(vocab: Vocab, user: ExplicitUser | Transformer, data: dict) -> torc
 def user_answer_probs(vocab: Vocab, sim: ExplicitUser | Transformer, data: dict) -> torch.Tensor:
     """The simulator's answer distribution ``[N, H, K]`` at every logged history."""
     if isinstance(sim, ExplicitUser):
-        return sim.table[data["actions"].clamp_min(0), data["goals"][:, None].expand_as(data["actions"])]
+        return sim.at_histories(data["goals"], data["actions"], data["acts"])
     return torch.softmax(user_turn_logits(vocab, sim, data["user_view"], data["actions"]), -1)
 
 

@@ -18,6 +18,15 @@ small error rate, sometimes asks for clarification (more for confusing questions
 a wrong proposal and never volunteers its goal; the *prompt-based simulator* is cooperative and
 sycophantic: it accepts wrong proposals with probability ``accept_wrong`` and leaks the goal with
 probability ``leak``, and rarely asks for clarification.
+
+A user model can also have *memory* (:func:`memory_user`, the default real user of the
+experiments): asked a question it already answered, a ``consistent`` user repeats its earlier
+answer (errors included) instead of answering afresh; each repeated question makes an impatient
+user end the dialogue unsatisfied (the ``quit`` act) with a probability that grows with the number
+of repeats (``patience``); and its clarification rate grows with the dialogue's length
+(``clarify_growth``). Its reply then depends on the history through three things only: the turn,
+its earlier answer to the asked question, and the number of repeated questions so far — the
+arguments of :meth:`UserModel.response`, which the exact and the neural views both call.
 """
 
 from __future__ import annotations
@@ -101,14 +110,17 @@ class HiddenGoalTask:
 
 
 # ---------------------------------------------------------------------------------- user acts
-YES, NO, CLARIFY, ACCEPT, REJECT = 0, 1, 2, 3, 4
-"""User act ids; ``LEAK_g`` is ``5 + g``. An answer value ``v`` is act ``YES`` if ``v == 1``."""
-N_BASE_USER_ACTS = 5
+YES, NO, CLARIFY, ACCEPT, REJECT, QUIT = 0, 1, 2, 3, 4, 5
+"""User act ids; ``LEAK_g`` is ``6 + g``. An answer value ``v`` is act ``YES`` if ``v == 1``.
+``QUIT``: the user ends the dialogue unsatisfied (in reply to a question; reward 0)."""
+N_BASE_USER_ACTS = 6
+ENDING_ACTS = (ACCEPT, QUIT)
+"""User acts after which the dialogue is over."""
 
 
 def user_acts(task: HiddenGoalTask) -> tuple[str, ...]:
-    """Names of the user's acts (its token vocabulary): yes, no, clarify, accept, reject, leak:g."""
-    return ("yes", "no", "clarify", "accept", "reject") + tuple(f"leak:{g}" for g in task.goals)
+    """Names of the user's acts (its token vocabulary): yes, no, clarify, accept, reject, quit, leak:g."""
+    return ("yes", "no", "clarify", "accept", "reject", "quit") + tuple(f"leak:{g}" for g in task.goals)
 
 
 def answer_act(value: int) -> int:
@@ -128,6 +140,12 @@ class UserModel:
             is always accepted.
         leak: probability of volunteering the goal in reply to a question (leaking).
         name: label used in results.
+        consistent: asked a question it already answered, the user repeats that answer (its error
+            included) instead of answering afresh.
+        patience: at the ``r``-th repeated question (one answered before) the user quits with
+            probability ``1 - (1 - patience)^r`` before replying.
+        clarify_growth: the clarification rate at turn ``t`` is ``clarify * (1 + clarify_growth * t)``
+            (capped at ``1 - leak``): the user gets more confused as the dialogue drags on.
     """
 
     answer_error: float = 0.05
@@ -135,12 +153,17 @@ class UserModel:
     accept_wrong: float = 0.0
     leak: float = 0.0
     name: str = "user"
+    consistent: bool = False
+    patience: float = 0.0
+    clarify_growth: float = 0.0
 
     def __post_init__(self) -> None:
-        for k in ("answer_error", "accept_wrong", "leak"):
+        for k in ("answer_error", "accept_wrong", "leak", "patience"):
             v = getattr(self, k)
             if not 0.0 <= v <= 1.0:
                 raise ValueError(f"{k} must lie in [0, 1]; got {v!r}")
+        if self.clarify_growth < 0:
+            raise ValueError(f"clarify_growth must be >= 0; got {self.clarify_growth!r}")
         if self.answer_error >= 0.5:
             raise ValueError(f"answer_error must be < 0.5 (answers must carry information); got {self.answer_error}")
         c = np.atleast_1d(np.asarray(self.clarify, dtype=float))
@@ -149,22 +172,42 @@ class UserModel:
         if isinstance(self.clarify, list):
             object.__setattr__(self, "clarify", tuple(self.clarify))
 
-    def clarify_rate(self, question: int) -> float:
-        """``P(clarify | question)``."""
-        if isinstance(self.clarify, tuple):
-            return float(self.clarify[question])
-        return float(self.clarify)
+    @property
+    def has_memory(self) -> bool:
+        """The reply depends on the history (turn, earlier answers, repeats), not only on the act."""
+        return self.consistent or self.patience > 0 or self.clarify_growth > 0
 
-    def question_response(self, task: HiddenGoalTask, question: int, goal: int) -> np.ndarray:
-        """``P(user act | question, goal)``; shape ``[N_BASE_USER_ACTS + G]``."""
+    def clarify_rate(self, question: int, turn: int = 0) -> float:
+        """``P(clarify | question, turn)`` given that the user does not quit."""
+        base = float(self.clarify[question]) if isinstance(self.clarify, tuple) else float(self.clarify)
+        return min(base * (1 + self.clarify_growth * turn), 1.0 - self.leak)
+
+    def quit_rate(self, repeats: int) -> float:
+        """Probability of quitting at a question that is the ``repeats``-th repeated one (0 if ``repeats == 0``)."""
+        return 1.0 - (1.0 - self.patience) ** repeats
+
+    def question_response(self, task: HiddenGoalTask, question: int, goal: int, *, turn: int = 0,
+                          previous: int = -1, repeats: int = 0) -> np.ndarray:
+        """``P(user act | question, goal, history)``; shape ``[N_BASE_USER_ACTS + G]``.
+
+        ``previous`` is the user's earlier answer to this question (0 / 1, or -1 if never answered)
+        and ``repeats`` the number of repeated questions before this one; a memoryless user
+        ignores both and ``turn``.
+        """
         p = np.zeros(N_BASE_USER_ACTS + task.n_goals)
-        c = self.clarify_rate(question)
+        repeat = previous >= 0
+        stay = 1.0 - (self.quit_rate(repeats + 1) if repeat else 0.0)
+        c = self.clarify_rate(question, turn)
         answer = 1 - c - self.leak
-        truth = int(task.answers[question, goal])
-        p[answer_act(truth)] += answer * (1 - self.answer_error)
-        p[answer_act(1 - truth)] += answer * self.answer_error
-        p[CLARIFY] += c
-        p[N_BASE_USER_ACTS + goal] += self.leak
+        if repeat and self.consistent:
+            p[answer_act(previous)] += stay * answer
+        else:
+            truth = int(task.answers[question, goal])
+            p[answer_act(truth)] += stay * answer * (1 - self.answer_error)
+            p[answer_act(1 - truth)] += stay * answer * self.answer_error
+        p[CLARIFY] += stay * c
+        p[N_BASE_USER_ACTS + goal] += stay * self.leak
+        p[QUIT] += 1.0 - stay
         return p
 
     def proposal_response(self, task: HiddenGoalTask, proposal: int, goal: int) -> np.ndarray:
@@ -174,20 +217,33 @@ class UserModel:
         p[ACCEPT], p[REJECT] = acc, 1.0 - acc
         return p
 
-    def response(self, task: HiddenGoalTask, action: int, goal: int) -> np.ndarray:
-        """``P(user act | agent act, goal)``."""
+    def response(self, task: HiddenGoalTask, action: int, goal: int, *, turn: int = 0, previous: int = -1,
+                 repeats: int = 0) -> np.ndarray:
+        """``P(user act | agent act, goal, history)`` (see :meth:`question_response` for the history
+        arguments; a proposal's reply does not depend on them)."""
         if task.is_question(action):
-            return self.question_response(task, action, goal)
+            return self.question_response(task, action, goal, turn=turn, previous=previous, repeats=repeats)
         return self.proposal_response(task, action - task.n_questions, goal)
 
 
-def real_user(task: HiddenGoalTask, answer_error: float = 0.05, clarify: float = 0.1) -> UserModel:
+def real_user(task: HiddenGoalTask, answer_error: float = 0.05, clarify: float = 0.1, **memory) -> UserModel:
     """The ground-truth user: clarification rates that vary over questions (mean ``clarify``; the
-    middle questions are the confusing ones), never sycophantic, never leaks."""
+    middle questions are the confusing ones), never sycophantic, never leaks. Memoryless unless
+    ``memory`` sets ``consistent`` / ``patience`` / ``clarify_growth``."""
     Q = task.n_questions
     weights = 0.5 + np.array([min(q + 1, Q - q) for q in range(Q)], dtype=float)
     rates = clarify * weights / weights.mean()
-    return UserModel(answer_error, tuple(float(r) for r in rates), accept_wrong=0.0, leak=0.0, name="real")
+    return UserModel(answer_error, tuple(float(r) for r in rates), accept_wrong=0.0, leak=0.0, name="real", **memory)
+
+
+def memory_user(task: HiddenGoalTask, patience: float = 0.5, clarify_growth: float = 1.5, **kw) -> UserModel:
+    """The history-dependent real user: :func:`real_user` that is consistent, quits at repeated
+    questions (``patience``) and clarifies more as the dialogue grows (``clarify_growth``)."""
+    return real_user(task, consistent=True, patience=patience, clarify_growth=clarify_growth, **kw)
+
+
+REAL_USERS = {"memoryless": real_user, "memory": memory_user}
+"""The real users the experiments can evaluate against, by name."""
 
 
 def prompted_simulator(accept_wrong: float = 0.3, leak: float = 0.2, clarify: float = 0.02,

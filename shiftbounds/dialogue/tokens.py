@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from shiftbounds.dialogue.logs import Dialogue
-from shiftbounds.dialogue.tasks import ACCEPT, CLARIFY, N_BASE_USER_ACTS, NO, REJECT, YES, HiddenGoalTask, user_acts
+from shiftbounds.dialogue.tasks import ACCEPT, CLARIFY, N_BASE_USER_ACTS, NO, QUIT, REJECT, YES, HiddenGoalTask, user_acts
 
 PAD, BOS = 0, 1
 
@@ -57,10 +57,10 @@ class Vocab:
 
     def valid_user_acts(self) -> torch.Tensor:
         """``[A, K]`` bool: user acts that can answer each agent act (questions: yes / no / clarify /
-        any leak; proposals: accept / reject). Every user model is restricted to these."""
+        quit / any leak; proposals: accept / reject). Every user model is restricted to these."""
         A, K, Q = self.n_agent, self.n_user, self.task.n_questions
         valid = torch.zeros(A, K, dtype=torch.bool)
-        valid[:Q, [YES, NO, CLARIFY]] = True
+        valid[:Q, [YES, NO, CLARIFY, QUIT]] = True
         valid[:Q, N_BASE_USER_ACTS:] = True
         valid[Q:, [ACCEPT, REJECT]] = True
         return valid
