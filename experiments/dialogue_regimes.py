@@ -11,8 +11,11 @@ paradigm exactly (``shiftbounds.dialogue.paradigms``). It reports
   gap to ``J_real``, shift summaries, with 95 % CIs over ``--seeds`` log samples;
 * per-turn ``eps_t, Delta_t, B(eps)_t`` and ``delta_t, D_t, rho_t, B(delta)_t`` and the simulator
   error on logged contexts (``per_turn.csv``);
-* a regime map over the prompted simulator's sycophancy (accept-wrong) and leak rates, the log size
-  ``n`` and the horizon ``H``: which paradigm wins on ``J_real`` and by how much (``regimes.csv``,
+* a regime map over the real user (memoryless, or with memory: consistent, impatient with repeated
+  questions, clarifying more as the dialogue grows; the memory user at ``H <= 4``, where its exact
+  summary space stays small), the prompted simulator's sycophancy (accept-wrong) and leak rates,
+  the log size ``n`` and the horizon ``H``: which paradigm wins on ``J_real`` and by how much, a win
+  counted only where the paired 95 % CI over log samples excludes 0 (``regimes.csv``,
   ``regime_map.png``);
 * the user models' sycophancy metrics (``sycophancy.png``).
 
@@ -41,14 +44,15 @@ from shiftbounds.dialogue.exact import (
     sample_logs,
 )
 from shiftbounds.dialogue.plots import plot_per_turn, plot_regime_map, plot_sycophancy
-from shiftbounds.dialogue.tasks import REWARD_SOURCES, TASKS, prompted_simulator, real_user
+from shiftbounds.dialogue.tasks import REAL_USERS, REWARD_SOURCES, TASKS, prompted_simulator
 from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.stats import mean_ci
 
 BOUND_TOL = 1e-9
-FORMAT_VERSION = 2  # (regime_cells is recomputed from blocks on every run)  # bump when a block's contents change, so stale saved blocks are recomputed
+FORMAT_VERSION = 3  # bump when a block's contents change, so stale saved blocks are recomputed (regime_cells is recomputed from blocks on every run)
+MEMORY_MAX_H = 4  # the memory user's exact summary space (dense [H, S, A, S] kernels) is used up to this H
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,8 @@ class RegimeConfig:
     """Options of ``experiments.dialogue_regimes``."""
 
     tasks: tuple[str, ...] = field(default=("guess_number", "booking"), metadata={"help": f"tasks, from {sorted(TASKS)}"})
+    real_user: str = field(default="memory", metadata={"help": f"real user of the main table, from {sorted(REAL_USERS)}"})
+    real_users: tuple[str, ...] = field(default=("memoryless", "memory"), metadata={"help": f"real users of the regime map (memory: H <= {MEMORY_MAX_H} only)"})
     horizon: int = field(default=4, metadata={"help": "H of the main table and the regime-map figure"})
     horizons: tuple[int, ...] = field(default=(3, 4, 5), metadata={"help": "H values of the regime map"})
     n_main: int = field(default=100, metadata={"help": "logged dialogues for the main table"})
@@ -67,7 +73,7 @@ class RegimeConfig:
     reward_source: str = field(default="acceptance", metadata={"help": f"training reward of simulators, from {REWARD_SOURCES}"})
     wrong_penalty: float = field(default=0.3, metadata={"help": "judged cost of a wrong proposal"})
     count_alpha: float = field(default=1.0, metadata={"help": "smoothing of the count-model simulator"})
-    seeds: int = field(default=3, metadata={"help": "log samples (seeds) per setting"})
+    seeds: int = field(default=5, metadata={"help": "log samples (seeds) per setting"})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
     out_dir: str = field(default="results/dialogue_regimes/default", metadata={"help": "folder for the results", "resume": False})
 
@@ -79,6 +85,12 @@ class RegimeConfig:
             raise ValueError(f"--horizon and --horizons need H >= 2; got {self.horizon}, {self.horizons}")
         if self.horizon not in self.horizons:
             raise ValueError(f"--horizon {self.horizon} must be one of --horizons {self.horizons}")
+        bad = [u for u in (self.real_user, *self.real_users) if u not in REAL_USERS]
+        if bad or self.real_user not in self.real_users:
+            raise ValueError(f"--real-user must be one of --real-users, all from {sorted(REAL_USERS)}; got "
+                             f"{self.real_user!r} and {self.real_users}")
+        if self.real_user == "memory" and self.horizon > MEMORY_MAX_H:
+            raise ValueError(f"--horizon must be <= {MEMORY_MAX_H} with --real-user memory; got {self.horizon}")
         if self.n_main < 1 or any(n < 1 for n in self.n_logs):
             raise ValueError(f"--n-main and --n-logs must be >= 1; got {self.n_main}, {self.n_logs}")
         for name, grid in (("accept-wrong-grid", self.accept_wrong_grid), ("leak-grid", self.leak_grid)):
@@ -113,17 +125,23 @@ def _seeds(cfg: RegimeConfig, *key: int) -> np.random.Generator:
     return np.random.default_rng(np.random.SeedSequence([cfg.seed, *key]))
 
 
-def run_block(cfg: RegimeConfig, task_name: str, H: int, prog: Progress) -> dict:
-    """All results for one (task, H): references, logged paradigms per (n, seed), prompted cells."""
+def blocks_todo(cfg: RegimeConfig) -> list[tuple[str, int, str]]:
+    """The (task, H, real user) blocks of the map: the memory user only at ``H <= MEMORY_MAX_H``."""
+    return [(t, H, u) for u in cfg.real_users for t in cfg.tasks for H in cfg.horizons
+            if u != "memory" or H <= MEMORY_MAX_H]
+
+
+def run_block(cfg: RegimeConfig, task_name: str, H: int, user: str, prog: Progress) -> dict:
+    """All results for one (task, H, real user): references, logged paradigms per (n, seed), prompted cells."""
     task = make_task(task_name, H, cfg.reward_source, cfg.wrong_penalty)
-    prep = prepare_task(task)
-    block = {"task": task_name, "H": H, "n_states": prep.space.n_states, "references": reference_results(prep),
-             "logged": {}, "prompted": {}}
+    prep = prepare_task(task, user)
+    block = {"task": task_name, "H": H, "real_user": user, "n_states": prep.space.n_states,
+             "references": reference_results(prep), "logged": {}, "prompted": {}}
     ns = sorted(set(cfg.n_logs) | ({cfg.n_main} if H == cfg.horizon else set()))
     for n in ns:
         runs = []
         for k in range(cfg.seeds):
-            logs = sample_logs(prep, n, rng=_seeds(cfg, TASK_IDS[task_name], H, n, k))
+            logs = sample_logs(prep, n, rng=_seeds(cfg, TASK_IDS[task_name], H, n, k, USER_IDS[user]))
             res = logged_paradigms(prep, logs, cfg.count_alpha)
             for name, r in res.items():
                 check_bounds(f"{task_name} H={H} n={n} seed={k} {name}", r)
@@ -140,12 +158,23 @@ def run_block(cfg: RegimeConfig, task_name: str, H: int, prog: Progress) -> dict
 
 
 TASK_IDS = {name: i for i, name in enumerate(sorted(TASKS))}
+USER_IDS = {name: i for i, name in enumerate(sorted(REAL_USERS))}
+
+
+def compare(x: np.ndarray, y: np.ndarray) -> dict:
+    """Paired difference ``x - y`` over log samples: mean, 95 % CI and a verdict (``win`` / ``loss``
+    only where the CI excludes 0, else ``tie``)."""
+    d = mean_ci(np.asarray(x, dtype=float) - np.asarray(y, dtype=float))
+    verdict = "win" if d.low > 0 else "loss" if d.high < 0 else "tie"
+    return {"mean": d.value, "low": d.low, "high": d.high, "verdict": verdict}
 
 
 def regime_cells(cfg: RegimeConfig, blocks: dict) -> list[dict]:
-    """Winner and margin on ``J_real`` for each (task, H, n, accept_wrong, leak)."""
+    """Winner and margin on ``J_real`` for each (real user, task, H, n, accept_wrong, leak), with the
+    paired comparisons Calibrated (shared) - Interactive and Interactive - best Static variant."""
     cells = []
-    for (task, H), block in blocks.items():
+    for (task, H, user), block in blocks.items():
+        optimal = block["references"]["optimal"]["J_real"]
         for n in cfg.n_logs:
             runs = block["logged"][str(n)]
             for a in cfg.accept_wrong_grid:
@@ -155,24 +184,46 @@ def regime_cells(cfg: RegimeConfig, blocks: dict) -> list[dict]:
                     J["interactive"] = np.full(cfg.seeds, inter)
                     means = {p: float(v.mean()) for p, v in J.items()}
                     order = sorted(means, key=means.get, reverse=True)
-                    diff = mean_ci(J[order[0]] - J[order[1]])
-                    # a win counts only when the 95 % CI of the paired difference excludes 0
-                    winner = order[0] if diff.low > 0 else "tie"
-                    cells.append({"task": task, "H": H, "n": n, "accept_wrong": a, "leak": l, "winner": winner,
-                                  "leader": order[0],
-                                  "runner_up": order[1], "margin": diff.value, "margin_low": diff.low,
-                                  "margin_high": diff.high,
-                                  "interactive_minus_calibrated": float(inter - means["calibrated-shared"]),
-                                  "interactive_minus_best_static": float(inter - max(means["static-myopic"], means["static-one-step"])),
+                    lead = compare(J[order[0]], J[order[1]])
+                    static = max(("static-myopic", "static-one-step"), key=means.get)
+                    cal = compare(J["calibrated-shared"], J["interactive"])
+                    ist = compare(J["interactive"], J[static])
+                    cells.append({"real_user": user, "task": task, "H": H, "n": n, "accept_wrong": a, "leak": l,
+                                  "winner": order[0] if lead["verdict"] == "win" else "tie", "leader": order[0],
+                                  "runner_up": order[1], "margin": lead["mean"], "margin_low": lead["low"],
+                                  "margin_high": lead["high"],
+                                  "interactive_loss_vs_optimal": optimal - inter,
+                                  "calibrated_minus_interactive": cal["mean"], "calibrated_vs_interactive": cal["verdict"],
+                                  "interactive_minus_best_static": ist["mean"], "interactive_vs_best_static": ist["verdict"],
                                   **{f"J_{p}": means[p] for p in PARADIGMS}})
     return cells
+
+
+def pairwise_counts(cfg: RegimeConfig, cells: list[dict]) -> list[dict]:
+    """Per (real user, task): cells where each paired comparison is a significant win, a tie or a loss."""
+    rows = []
+    for user in cfg.real_users:
+        for task in cfg.tasks:
+            cs = [c for c in cells if c["task"] == task and c["real_user"] == user]
+            if not cs:
+                continue
+            row = {"real_user": user, "task": task, "cells": len(cs)}
+            for key, label in (("calibrated_vs_interactive", "calibrated-shared vs interactive"),
+                               ("interactive_vs_best_static", "interactive vs best static")):
+                for verdict in ("win", "tie", "loss"):
+                    row[f"{label}: {verdict}"] = sum(c[key] == verdict for c in cs)
+            row["max lead of calibrated-shared"] = max(c["calibrated_minus_interactive"] for c in cs)
+            row["max lead of interactive"] = max(-c["calibrated_minus_interactive"] for c in cs)
+            row["interactive loss vs optimal (max)"] = max(c["interactive_loss_vs_optimal"] for c in cs)
+            rows.append(row)
+    return rows
 
 
 def main_table(cfg: RegimeConfig, blocks: dict) -> tuple[dict, list[dict]]:
     """Per task at the main setting: per-seed results, CI rows, user-model metrics."""
     main, rows = {}, []
     for task in cfg.tasks:
-        block = blocks[(task, cfg.horizon)]
+        block = blocks[(task, cfg.horizon, cfg.real_user)]
         runs = block["logged"][str(cfg.n_main)]
         inter = block["prompted"][f"{cfg.accept_wrong}:{cfg.leak}"]
         per_seed = [{**r, "interactive": inter} for r in runs]
@@ -193,7 +244,7 @@ def main_table(cfg: RegimeConfig, blocks: dict) -> tuple[dict, list[dict]]:
         prompted = prompted_simulator(cfg.accept_wrong, cfg.leak)
         fitted = [r["calibrated-shared"]["fitted_model"] for r in runs]
         task_def = make_task(task, cfg.horizon)
-        real = real_user(task_def)
+        real = REAL_USERS[cfg.real_user](task_def)
         main[task] = {
             "per_seed": per_seed,
             "user_models": {
@@ -206,29 +257,29 @@ def main_table(cfg: RegimeConfig, blocks: dict) -> tuple[dict, list[dict]]:
     return main, rows
 
 
-def _block_path(cfg: RegimeConfig, task: str, H: int) -> Path:
+def _block_path(cfg: RegimeConfig, task: str, H: int, user: str) -> Path:
     opts = {k: v for k, v in asdict(cfg).items() if k != "out_dir"}
     key = hashlib.sha1(json.dumps([FORMAT_VERSION, opts], sort_keys=True).encode()).hexdigest()[:10]
-    return Path(cfg.out_dir) / "blocks" / f"{task}_H{H}_{key}.json"
+    return Path(cfg.out_dir) / "blocks" / f"{task}_H{H}_{user}_{key}.json"
 
 
 def run(cfg: RegimeConfig, stream=sys.stderr) -> dict:
     """Run (resuming finished blocks), write every output, return the results dict."""
     out = Path(cfg.out_dir)
     guard_resume(out, cfg)
-    todo = [(t, H) for t in cfg.tasks for H in cfg.horizons]
+    todo = blocks_todo(cfg)
     steps_per_block = lambda H: cfg.seeds * len(set(cfg.n_logs) | ({cfg.n_main} if H == cfg.horizon else set())) \
         + len({(a, l) for a in cfg.accept_wrong_grid for l in cfg.leak_grid} | {(cfg.accept_wrong, cfg.leak)})
-    prog = Progress(sum(steps_per_block(H) for _, H in todo), "dialogue_regimes", stream=stream)
+    prog = Progress(sum(steps_per_block(H) for _, H, _ in todo), "dialogue_regimes", stream=stream)
     blocks = {}
-    for task, H in todo:
-        path = _block_path(cfg, task, H)
+    for task, H, user in todo:
+        path = _block_path(cfg, task, H, user)
         if path.exists():
-            blocks[(task, H)] = read_json(path)
-            prog.update(steps_per_block(H), note=f"{task} H={H} (resumed)")
+            blocks[(task, H, user)] = read_json(path)
+            prog.update(steps_per_block(H), note=f"{task} H={H} {user} (resumed)")
             continue
-        blocks[(task, H)] = run_block(cfg, task, H, prog)
-        write_json(path, blocks[(task, H)])
+        blocks[(task, H, user)] = run_block(cfg, task, H, user, prog)
+        write_json(path, blocks[(task, H, user)])
     main, rows = main_table(cfg, blocks)
     cells = regime_cells(cfg, blocks)
     per_turn = []
@@ -238,37 +289,26 @@ def run(cfg: RegimeConfig, stream=sys.stderr) -> dict:
                 per_turn.append({"task": task, "paradigm": name, "t": t, **{k: r[k][t] for k in
                                  ("eps", "Delta", "B_eps", "delta", "D", "rho", "B_delta", "delta_on_logs") if k in r}})
     results = {"config": asdict(cfg), "main": main, "main_rows": rows, "regimes": cells,
-               "n_states": {f"{t}_H{H}": b["n_states"] for (t, H), b in blocks.items()}}
+               "n_states": {f"{t}_H{H}_{u}": b["n_states"] for (t, H, u), b in blocks.items()}}
     write_json(out / "results.json", results)
     write_csv(out / "main.csv", rows)
     write_csv(out / "per_turn.csv", per_turn)
     write_csv(out / "regimes.csv", cells)
     cols = ["task", "paradigm", "J_real", "J_real_ci", "success", "J_train", "train_gap", "sum_Delta", "sum_delta",
             "sum_delta_on_logs", "sum_rho"]
-    md = (f"# Tabular dialogue study (exact)\n\nH = {cfg.horizon}, n = {cfg.n_main} logged dialogues, "
+    md = (f"# Tabular dialogue study (exact)\n\nReal user: {cfg.real_user}; H = {cfg.horizon}, n = {cfg.n_main} logged dialogues, "
           f"prompted simulator accept-wrong {cfg.accept_wrong}, leak {cfg.leak}; reward source for simulator "
           f"training: {cfg.reward_source}; {cfg.seeds} log samples, 95 % CIs.\n\n" + markdown_table(rows, cols))
     wins = {}
     for c in cells:
-        wins.setdefault(c["task"], {}).setdefault(c["winner"], 0)
-        wins[c["task"]][c["winner"]] += 1
+        w = wins.setdefault((c["real_user"], c["task"]), {p: 0 for p in PARADIGMS + ("tie",)})
+        w[c["winner"]] += 1
     md += "\n## Regime map: cells won by each paradigm\n\n" + markdown_table(
-        [{"task": t, **w} for t, w in wins.items()], ["task"] + list(PARADIGMS) + ["tie"])
-    md += "\n## Pairwise comparisons over the regime map (counts of cells; mean over log samples)\n\n"
-    pair_rows = []
-    for task in cfg.tasks:
-        cs = [c for c in cells if c["task"] == task]
-        pair_rows.append({
-            "task": task, "cells": len(cs),
-            "calibrated-shared > interactive": sum(c["interactive_minus_calibrated"] < 0 for c in cs),
-            "interactive > calibrated-shared": sum(c["interactive_minus_calibrated"] > 0 for c in cs),
-            "max lead of calibrated-shared": max(-c["interactive_minus_calibrated"] for c in cs),
-            "interactive > best static": sum(c["interactive_minus_best_static"] > 0 for c in cs),
-            "best static > interactive": sum(c["interactive_minus_best_static"] < 0 for c in cs),
-        })
-    md += markdown_table(pair_rows)
+        [{"real_user": u, "task": t, **w} for (u, t), w in wins.items()], ["real_user", "task", *PARADIGMS, "tie"])
     md += ("\nA cell is won when the 95 % CI of the paired difference in J_real between the leader and "
            "the runner-up (over log samples) excludes 0; otherwise it is a tie.\n")
+    md += "\n## Pairwise comparisons over the regime map (cells; significant win / tie / loss of the first named)\n\n"
+    md += markdown_table(pairwise_counts(cfg, cells))
     atomic_write_text(out / "results.md", md)
     plot_per_turn(results, out / "per_turn_shifts")
     plot_regime_map(results, out / "regime_map")

@@ -9,15 +9,16 @@ learner        rollouts that choose the queried contexts   fit
 =============  ==========================================  =====================================
 ``bc``         none: ``n`` trajectories of ``pi*_eta``      maximum likelihood (LogLossBC)
 ``dagger``     ``beta_i pi*_eta + (1-beta_i)`` greedy       maximum likelihood on aggregated data
-``opd``        the student sampled at temperature 1        divergence to the labels (F/R/Mixed)
-``nail``       the student as deployed: greedy             divergence to the labels (F/R/Mixed)
+``opd``        the student sampled at temperature 1        maximum likelihood on its labels
+``nail``       the student as deployed: greedy             maximum likelihood on its labels
 =============  ==========================================  =====================================
 
 The student is tabular (one categorical distribution per turn and context). Over that
 unrestricted class the forward KL, the reverse KL and any mixture to the (smoothed) empirical
-label distribution have the *same* minimiser, the label distribution itself, so ``-F``, ``-R`` and
-``-Mixed`` coincide here (``tests/test_losses.py`` checks this by gradient descent on the pure
-losses); they differ under function approximation (``experiments.modadd``). What separates the
+label distribution have the *same* minimiser, the label distribution itself, so the tabular study
+has one OPD and one NAIL learner, not one per divergence (``tests/test_losses.py`` checks that
+common minimiser by gradient descent on the pure losses); the divergences differ under function
+approximation (``experiments.modadd``). What separates the
 learners on tabular MDPs is where the queried contexts come from, and whether the student fitted
 is the plain distribution or the *noised student* ``(1 - eta) pi_hat + eta nu`` (the known-noise form
 of the paper's Theorem 2), which removes the noise from the student's own sampled rollouts.
@@ -181,14 +182,12 @@ class LearnerConfig:
 
     Attributes:
         learner: one of :data:`LEARNERS`.
-        divergence: ``"forward"``, ``"reverse"`` or ``"mixed"`` (OPD / NAIL; identical fits here).
         noised_student: fit ``(1 - eta) pi_hat + eta nu`` to the labels instead of ``pi_hat``.
         smoothing: add-``smoothing`` label counts (uniform where nothing was queried).
         beta_schedule: DAgger's expert share per round.
     """
 
     learner: str = "nail"
-    divergence: str = "forward"
     noised_student: bool = False
     smoothing: float = 0.1
     beta_schedule: Callable[[int], float] = LinearBetaSchedule(10)
@@ -196,8 +195,6 @@ class LearnerConfig:
     def __post_init__(self) -> None:
         if self.learner not in LEARNERS:
             raise ValueError(f"learner must be one of {LEARNERS}; got {self.learner!r}")
-        if self.divergence not in ("forward", "reverse", "mixed"):
-            raise ValueError(f"divergence must be forward, reverse or mixed; got {self.divergence!r}")
         if self.smoothing <= 0:
             raise ValueError(f"smoothing must be > 0; got {self.smoothing}")
 

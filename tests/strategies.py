@@ -1,13 +1,17 @@
-"""Shared hypothesis strategies for the theorem tests (docs/theory.md §6, "What verified means").
+r"""Shared hypothesis strategies for the theorem tests (docs/theory.md §6, "What verified means").
 
 Each strategy draws *sizes and a seed* and builds the arrays with an explicit
 ``numpy.random.Generator`` from :mod:`shiftbounds.constructions`: hypothesis shrinks the sizes
 and the seed, never floats inside kernels, and no strategy touches a global random state.
 
-Anchors mixed in on purpose: ``H = 1``, ``S = 1``, ``A = 1``, deterministic and sparse kernels,
-Dirichlet concentrations from 0.1 (near-deterministic) to 10 (near-uniform), zero and constant
-rewards, a policy equal to the data policy, and policies that mix the data policy with weight
-0, 1 or a tiny value.
+Drawn sizes are ``H, S, A >= 2`` (where shift can happen at all); the degenerate corners
+(``H = 1``, ``S = 1``, ``A = 1``, a policy equal to the data policy, a simulator equal to the real
+MDP) are not left to chance but pinned by :func:`with_corners`, which adds them to a test as
+``@example``\ s. Anchors mixed into the draws: deterministic and sparse kernels, Dirichlet
+concentrations from 0.1 (near-deterministic) to 10 (near-uniform), zero and constant rewards, and
+policies that mix the data policy with weight 0, 1 or a tiny value. Every draw records ``event``\ s
+(sizes, whether ``Delta_t`` and ``D_t`` are non-zero) for ``pytest --hypothesis-show-statistics``,
+and a test checks that most drawn instances have non-zero shift.
 """
 
 from __future__ import annotations
@@ -15,9 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+from hypothesis import event, example
 from hypothesis import strategies as st
 
 from shiftbounds.constructions import KERNEL_KINDS, perturbed_simulator, random_mdp, random_policy
+from shiftbounds.shift import policy_shift, simulator_shift
 from shiftbounds.tabular import TabularMDP, mixture_policy
 
 EPS64 = float(np.finfo(np.float64).eps)
@@ -51,21 +57,10 @@ def _rewards(rng: np.random.Generator, shape: tuple[int, ...], mode: str) -> np.
     return rng.random(shape)
 
 
-@st.composite
-def instances(draw, max_horizon: int = 6, max_states: int = 5, max_actions: int = 4) -> Instance:
-    """An :class:`Instance` with the anchors listed in the module docstring."""
-    H = draw(st.one_of(st.just(1), st.integers(1, max_horizon)))
-    S = draw(st.one_of(st.just(1), st.integers(1, max_states)))
-    A = draw(st.one_of(st.just(1), st.integers(1, max_actions)))
-    seed = draw(st.integers(0, 2**32 - 1))
-    kind = draw(st.sampled_from(KERNEL_KINDS))
-    conc = draw(st.sampled_from(CONCENTRATIONS))
-    reward_mode = draw(st.sampled_from(("uniform", "zero", "constant", "signed")))
-    policy_mode = draw(st.sampled_from(("equal", "mixed", "random", "deterministic")))
-    weight = draw(st.sampled_from(MIX_WEIGHTS))
-    sim_weight = draw(st.sampled_from(MIX_WEIGHTS))
-    sim_reward_noise = draw(st.sampled_from((0.0, 0.1, 1.0)))
-
+def build_instance(H: int, S: int, A: int, seed: int, kind: str = "dirichlet", conc: float = 1.0,
+                   reward_mode: str = "uniform", policy_mode: str = "random", weight: float = 0.5,
+                   sim_weight: float = 0.5, sim_reward_noise: float = 0.1) -> Instance:
+    """The :class:`Instance` of these settings (all randomness from ``seed``)."""
     rng = np.random.default_rng(seed)
     base = random_mdp(H, S, A, rng=rng, concentration=conc, kind=kind)
     mdp = base.with_rewards(_rewards(rng, (H, S, A), reward_mode))
@@ -80,3 +75,52 @@ def instances(draw, max_horizon: int = 6, max_states: int = 5, max_actions: int 
     sim = perturbed_simulator(mdp, sim_weight, rng=rng, concentration=conc, reward_noise=sim_reward_noise)
     label = f"H={H} S={S} A={A} kind={kind} c={conc} r={reward_mode} pi={policy_mode}/{weight} sim={sim_weight}"
     return Instance(mdp=mdp, sim=sim, policy=pi, data_policy=data, label=label)
+
+
+CORNERS = (
+    build_instance(1, 3, 2, 1),  # one turn: no shift can build up
+    build_instance(4, 1, 3, 2),  # one state: every occupancy is the same
+    build_instance(4, 3, 1, 3),  # one action: every policy is the data policy
+    build_instance(1, 1, 1, 4, reward_mode="constant"),
+    build_instance(4, 3, 2, 5, policy_mode="equal"),  # the policy is the data policy
+    build_instance(4, 3, 2, 6, sim_weight=0.0, sim_reward_noise=0.0),  # the simulator is exact
+    build_instance(3, 2, 2, 7, kind="deterministic", conc=0.1, reward_mode="zero", policy_mode="deterministic"),
+)
+"""Degenerate instances every property test also runs on (see :func:`with_corners`)."""
+
+
+def with_corners(test):
+    """Decorate a ``@given(instances())`` test so that it also runs on every :data:`CORNERS` instance."""
+    for inst in CORNERS:
+        test = example(inst)(test)
+    return test
+
+
+def has_shift(inst: Instance) -> tuple[bool, bool]:
+    """Whether ``Delta_t`` (policy vs data) and ``D_t`` (real vs simulator) are non-zero at some turn."""
+    Delta = policy_shift(inst.mdp, inst.policy, inst.data_policy).Delta
+    D = simulator_shift(inst.mdp, inst.sim, inst.policy).D
+    return bool(Delta.max() > 1e-12), bool(D.max() > 1e-12)
+
+
+@st.composite
+def instances(draw, max_horizon: int = 6, max_states: int = 5, max_actions: int = 4) -> Instance:
+    """An :class:`Instance` with ``H, S, A >= 2`` and the anchors listed in the module docstring."""
+    H = draw(st.integers(2, max_horizon))
+    S = draw(st.integers(2, max_states))
+    A = draw(st.integers(2, max_actions))
+    inst = build_instance(
+        H, S, A, draw(st.integers(0, 2**32 - 1)),
+        kind=draw(st.sampled_from(KERNEL_KINDS)),
+        conc=draw(st.sampled_from(CONCENTRATIONS)),
+        reward_mode=draw(st.sampled_from(("uniform", "zero", "constant", "signed"))),
+        policy_mode=draw(st.sampled_from(("mixed", "random", "deterministic"))),
+        weight=draw(st.sampled_from(MIX_WEIGHTS)),
+        sim_weight=draw(st.sampled_from(MIX_WEIGHTS)),
+        sim_reward_noise=draw(st.sampled_from((0.0, 0.1, 1.0))),
+    )
+    Delta, D = has_shift(inst)
+    event(f"H={H} S={S} A={A}")
+    event(f"Delta non-zero: {Delta}")
+    event(f"D non-zero: {D}")
+    return inst

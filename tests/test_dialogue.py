@@ -15,14 +15,20 @@ from shiftbounds.dialogue.paradigms import logged_contexts, static_context_rl
 from shiftbounds.dialogue.summary import DONE, build_space, next_state, posterior, success_rewards, user_mdp
 from shiftbounds.dialogue.tasks import (
     ACCEPT,
+    NO,
+    QUIT,
+    YES,
     UserModel,
+    answer_act,
     booking,
     guess_number,
+    memory_user,
     prompted_simulator,
     real_user,
 )
 from shiftbounds.shift import kernel_error
 from shiftbounds.tabular import expected_return, occupancy, optimal_policy
+from tests.histories import reply_from_history
 
 TINY = {
     "guess3": lambda src: guess_number(3, horizon=3, reward_source=src),
@@ -30,21 +36,21 @@ TINY = {
 }
 
 
-def generative_return(task, model: UserModel, policy: np.ndarray) -> float:
+def generative_return(task, model: UserModel, policy: np.ndarray, space) -> float:
     """Ground truth: draw the goal first, then enumerate every act of agent and user turn by turn
-    (the history process itself, without any summary), scoring with the task's reward source."""
-    space = build_space(task)
+    (the history process itself; the summary only indexes the policy), scoring with the task's
+    reward source."""
     pen = task.wrong_penalty
 
     @lru_cache(maxsize=None)
-    def value(goal: int, s: int, t: int) -> float:
+    def value(goal: int, s: int, t: int, history: tuple) -> float:
         if t == task.horizon or s == 0:
             return 0.0
         total = 0.0
         for a in range(task.n_actions):
             if policy[t, s, a] == 0:
                 continue
-            p_act = model.response(task, a, goal)
+            p_act = reply_from_history(task, model, history, a, goal)
             if task.is_question(a):
                 r = 0.0
             elif task.reward_source == "judge":
@@ -55,25 +61,60 @@ def generative_return(task, model: UserModel, policy: np.ndarray) -> float:
             if t + 1 < task.horizon:
                 for k in np.flatnonzero(p_act):
                     s2 = next_state(task, space.states[s], a, int(k))
-                    cont += p_act[k] * value(goal, space.index[s2], t + 1)
+                    cont += p_act[k] * value(goal, space.index[s2], t + 1, history + ((a, int(k)),))
             total += policy[t, s, a] * (r + cont)
         return total
 
-    return float(sum(task.prior[x] * value(x, 1, 0) for x in range(task.n_goals)))
+    return float(sum(task.prior[x] * value(x, 1, 0, ()) for x in range(task.n_goals)))
+
+
+USERS = {
+    "real": lambda task: real_user(task),
+    "prompted": lambda task: prompted_simulator(0.4, 0.3, clarify=0.1, answer_error=0.1),
+    "memory": lambda task: memory_user(task),
+    "consistent": lambda task: real_user(task, answer_error=0.2, consistent=True),
+    "impatient-leaky": lambda task: UserModel(answer_error=0.15, clarify=0.1, leak=0.2, patience=0.4, clarify_growth=1.0),
+}
 
 
 @pytest.mark.parametrize("name", list(TINY))
 @pytest.mark.parametrize("source", ["judge", "acceptance"])
-@pytest.mark.parametrize("model_name", ["real", "prompted"])
-def test_summary_mdp_equals_history_process(name, source, model_name):
-    """GIVEN a tiny task WHEN a random summary policy is evaluated on the summary MDP and on the
-    goal-first generative process THEN the returns agree to 1e-10 (the summary is sufficient)."""
+@pytest.mark.parametrize("model_name", list(USERS))
+@pytest.mark.parametrize("memory", [False, True])
+def test_summary_mdp_equals_history_process(name, source, model_name, memory):
+    """GIVEN a tiny task and a user model, memoryless or history-dependent, WHEN a random summary
+    policy is evaluated on the summary MDP and on the goal-first generative process THEN the returns
+    agree to 1e-10 (the summary is sufficient); a memory user on a space without memory is refused."""
     task = TINY[name](source)
-    model = real_user(task) if model_name == "real" else prompted_simulator(0.4, 0.3, clarify=0.1, answer_error=0.1)
-    space = build_space(task)
+    model = USERS[model_name](task)
+    space = build_space(task, memory=memory)
+    if model.has_memory and not memory:
+        with pytest.raises(ValueError, match="has memory"):
+            user_mdp(space, model)
+        return
     rng = np.random.default_rng(0)
     pi = rng.dirichlet(np.ones(task.n_actions), size=(task.horizon, space.n_states))
-    assert abs(expected_return(user_mdp(space, model), pi) - generative_return(task, model, pi)) < 1e-10
+    assert abs(expected_return(user_mdp(space, model), pi) - generative_return(task, model, pi, space)) < 1e-10
+
+
+def test_memory_user_replies():
+    """A consistent user repeats its first answer (error included); an impatient one quits at repeats
+    with 1 - (1 - patience)^r; clarification grows with the turn; a memoryless user ignores all three."""
+    task = guess_number(4, horizon=4)
+    m = memory_user(task, patience=0.5, clarify_growth=1.0)
+    truth = int(task.answers[1, 0])
+    p = m.response(task, 1, 0, turn=2, previous=1 - truth, repeats=1)  # second repeat, earlier answer wrong
+    stay = 0.25
+    assert p[QUIT] == pytest.approx(1 - stay)
+    assert p[answer_act(1 - truth)] == pytest.approx(stay * (1 - m.clarify_rate(1, 2)))
+    assert p[answer_act(truth)] == 0.0
+    assert m.clarify_rate(1, 2) == pytest.approx(3 * m.clarify_rate(1, 0))
+    plain = real_user(task)
+    np.testing.assert_array_equal(plain.response(task, 1, 0, turn=2, previous=1, repeats=3), plain.response(task, 1, 0))
+    with pytest.raises(ValueError, match="patience must lie in \\[0, 1\\]; got 1.5"):
+        UserModel(patience=1.5)
+    with pytest.raises(ValueError, match="clarify_growth must be >= 0"):
+        UserModel(clarify_growth=-1.0)
 
 
 def test_posterior_is_bayes_rule():

@@ -27,7 +27,7 @@ from shiftbounds.tabular import (
     uniform_policy,
     v_values,
 )
-from tests.strategies import IDENTITY_TOL, instances
+from tests.strategies import IDENTITY_TOL, instances, with_corners
 
 
 def brute_force(mdp: TabularMDP, policy: np.ndarray) -> tuple[np.ndarray, float]:
@@ -54,6 +54,7 @@ def brute_force(mdp: TabularMDP, policy: np.ndarray) -> tuple[np.ndarray, float]
 
 @settings(max_examples=40, deadline=None)
 @given(instances(max_horizon=4, max_states=3, max_actions=2))
+@with_corners
 def test_occupancy_and_return_equal_trajectory_enumeration(inst):
     d_bf, J_bf = brute_force(inst.mdp, inst.policy)
     np.testing.assert_allclose(occupancy(inst.mdp, inst.policy), d_bf, atol=IDENTITY_TOL)
@@ -62,6 +63,7 @@ def test_occupancy_and_return_equal_trajectory_enumeration(inst):
 
 @settings(max_examples=40, deadline=None)
 @given(instances())
+@with_corners
 def test_return_from_values_equals_return_from_occupancy(inst):
     V = v_values(inst.mdp, inst.policy)
     assert abs((inst.mdp.initial * V[0]).sum() - expected_return(inst.mdp, inst.policy)) < IDENTITY_TOL
@@ -72,6 +74,7 @@ def test_return_from_values_equals_return_from_occupancy(inst):
 
 @settings(max_examples=40, deadline=None)
 @given(instances())
+@with_corners
 def test_occupancy_rows_are_distributions(inst):
     d = occupancy(inst.mdp, inst.policy)
     assert (d >= -1e-15).all()
@@ -80,6 +83,7 @@ def test_occupancy_rows_are_distributions(inst):
 
 @settings(max_examples=30, deadline=None)
 @given(instances(max_horizon=4, max_states=3, max_actions=3))
+@with_corners
 def test_optimal_policy_beats_every_deterministic_policy(inst):
     mdp = inst.mdp
     H, S, A = mdp.horizon, mdp.n_states, mdp.n_actions

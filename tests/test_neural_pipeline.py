@@ -19,6 +19,7 @@ from shiftbounds.dialogue.tasks import guess_number, prompted_simulator
 from shiftbounds.dialogue.tokens import BOS, PAD, Vocab, encode
 from shiftbounds.dialogue.summary import build_space
 from shiftbounds.dialogue.agents import data_policy
+from tests.histories import reply_from_history
 
 
 @pytest.fixture(scope="module")
@@ -59,11 +60,24 @@ def test_encoding_layout():
 def test_rollout_records_exact_distributions(tiny):
     prep, vocab, agent = tiny
     real = ExplicitUser(prep.task, prep.real)
+    sim = ExplicitUser(prep.task, prompted_simulator(0.3, 0.2))
     g = torch.Generator().manual_seed(0)
-    ro = rollout(vocab, agent, real, torch.randint(3, (64,), generator=g), generator=g, real=real)
+    ro = rollout(vocab, agent, real, torch.randint(3, (64,), generator=g), generator=g)
     torch.testing.assert_close(torch.softmax(agent_turn_logits(vocab, agent, ro.agent_view), -1), ro.agent_probs, atol=1e-5, rtol=0)
-    torch.testing.assert_close(ro.user_probs, ro.real_probs)
     assert ((ro.actions < 0) == (ro.turn_mask == 0)).all()
+    # along a simulator's rollout, both recorded reply laws equal the models' replies read off each
+    # raw history (the real user is history-dependent: consistency, patience, clarify growth)
+    ro_s = rollout(vocab, agent, sim, torch.randint(3, (64,), generator=g), generator=g, real=real)
+    for i in range(64):
+        history = ()
+        for t in range(prep.task.horizon):
+            a, k = int(ro_s.actions[i, t]), int(ro_s.acts[i, t])
+            if a < 0:
+                break
+            x = int(ro_s.goals[i])
+            np.testing.assert_allclose(ro_s.real_probs[i, t].numpy(), reply_from_history(prep.task, prep.real, history, a, x), atol=1e-6)
+            np.testing.assert_allclose(ro_s.user_probs[i, t].numpy(), reply_from_history(prep.task, sim.model, history, a, x), atol=1e-6)
+            history += ((a, k),)
     # real users never accept a wrong proposal: acceptance equals the judge
     torch.testing.assert_close(ro.accept_rewards, ro.judge_rewards)
 
@@ -90,11 +104,32 @@ def test_neural_estimates_agree_with_exact_tree(tiny):
     exact_eps = exact_tree(vocab, prep.space, agent, real, data_policy=prep.data_policy, follow="data")["eps"]
     for t in range(3):
         assert _within(eps["mean"][t], exact_eps[t], eps["low"][t], eps["high"][t]), (t, eps, exact_eps)
-    ro = rollout(vocab, agent, sim, torch.randint(3, (20000,), generator=g), generator=g, real=real)
-    delta = M.simulator_errors(ro, prep.task)["delta"]
-    exact_delta = exact_tree(vocab, prep.space, agent, sim, compare_user=real)["delta"]
-    for t in range(3):
-        assert _within(delta["mean"][t], exact_delta[t], delta["low"][t], delta["high"][t]), (t, delta, exact_delta)
+    n = 20000
+    ro = rollout(vocab, agent, sim, torch.randint(3, (n,), generator=g), generator=g, real=real)
+    errs = M.simulator_errors(ro, prep.task)
+    tree_sim = exact_tree(vocab, prep.space, agent, sim, compare_user=real)
+    for key in ("delta", "rho"):
+        for t in range(3):
+            e = errs[key]
+            assert _within(e["mean"][t], tree_sim[key][t], e["low"][t], e["high"][t]), (key, t, e, tree_sim[key])
+    # Delta_t (agent vs pi_data contexts, real user) and D_t (real vs simulated contexts, same agent):
+    # plug-in TVs of sampled summaries against the TV of the exact context laws; the plug-in is
+    # biased upwards by at most about sqrt(contexts / n), which the tolerance allows
+    ro_real = rollout(vocab, agent, real, torch.randint(3, (n,), generator=g), generator=g)
+    s_real = M.summaries(prep.space, ro_real.actions, ro_real.acts)
+    s_sim = M.summaries(prep.space, ro.actions, ro.acts)
+    tree_real = exact_tree(vocab, prep.space, agent, real)
+    rng = np.random.default_rng(0)
+    bias = np.sqrt(prep.space.n_states / n)
+    for key, est, law_a, law_b in (
+        ("Delta", M.plugin_tv(s_real, states, prep.space.n_states, rng), tree_real["contexts"],
+         exact_tree(vocab, prep.space, agent, real, data_policy=prep.data_policy, follow="data")["contexts"]),
+        ("D", M.plugin_tv(s_real, s_sim, prep.space.n_states, rng), tree_real["contexts"], tree_sim["contexts"]),
+    ):
+        for t in range(3):
+            exact = 0.5 * np.abs(law_a[t] - law_b[t]).sum()
+            assert exact - 1e-9 <= est["high"][t] + 1e-3 and est["mean"][t] - exact <= bias, (key, t, est, exact)
+        assert max(0.5 * np.abs(a - b).sum() for a, b in zip(law_a, law_b)) > 0.01  # a shift to measure
 
 
 def test_exact_tree_matches_summary_mdp_for_data_policy(tiny):

@@ -33,9 +33,21 @@ from shiftbounds.theory import (
     static_bias,
     theorem1_crude_rhs,
 )
-from tests.strategies import IDENTITY_TOL, INEQUALITY_TOL, instances
+from tests.strategies import IDENTITY_TOL, INEQUALITY_TOL, has_shift, instances, with_corners
 
 SETTINGS = settings(max_examples=150, deadline=None)
+
+
+def forward_occupancy(mdp, policy: np.ndarray) -> np.ndarray:
+    """``d_t(s)`` ``[H, S]`` by an explicit loop over turns, states and actions (independent of the engine)."""
+    H, S, A = mdp.horizon, mdp.n_states, mdp.n_actions
+    d = np.zeros((H, S))
+    d[0] = mdp.initial
+    for t in range(H - 1):
+        for s in range(S):
+            for a in range(A):
+                d[t + 1] += d[t, s] * policy[t, s, a] * mdp.transitions[t, s, a]
+    return d
 
 
 # ------------------------------------------------------------------ §1 the compounding operator
@@ -56,6 +68,7 @@ def test_compounding_numpy_equals_torch():
 # ------------------------------------------------------------------ §2 policy-induced shift
 @SETTINGS
 @given(instances())
+@with_corners
 def test_lemma1_Delta_below_compounded_eps(inst):
     ps = policy_shift(inst.mdp, inst.policy, inst.data_policy)
     slack = lemma1_rhs(ps.eps) - ps.Delta
@@ -66,10 +79,15 @@ def test_lemma1_Delta_below_compounded_eps(inst):
 
 @SETTINGS
 @given(instances())
+@with_corners
 def test_theorem1_chain(inst):
     ps = policy_shift(inst.mdp, inst.policy, inst.data_policy)
-    gap = expected_return(inst.mdp, inst.policy) - static_context_return(inst.mdp, inst.policy, inst.data_policy)
+    # the gap from occupancies propagated turn by turn here, not by the engine
+    d_pi, d_data = forward_occupancy(inst.mdp, inst.policy), forward_occupancy(inst.mdp, inst.data_policy)
+    r_pi = (inst.policy * inst.mdp.rewards).sum(-1)  # [H, S]
+    gap = float(((d_pi - d_data) * r_pi).sum())
     assert abs(gap - ps.return_gap) < IDENTITY_TOL
+    assert abs(expected_return(inst.mdp, inst.policy) - static_context_return(inst.mdp, inst.policy, inst.data_policy) - gap) < IDENTITY_TOL
     R = reward_span(inst.mdp)
     middle = R * ps.Delta.sum()
     target(float(abs(gap) - ps.theorem1_rhs), label="theorem1 worst violation")
@@ -81,6 +99,7 @@ def test_theorem1_chain(inst):
 
 @SETTINGS
 @given(instances())
+@with_corners
 def test_corollary1_static_optimum_suboptimality(inst):
     mdp, data = inst.mdp, inst.data_policy
     pi_hat = greedy_policy(mdp.rewards)  # maximises J_static: it is linear in pi per context
@@ -95,10 +114,32 @@ def test_corollary1_static_optimum_suboptimality(inst):
 
 @SETTINGS
 @given(instances())
-def test_policy_equal_to_data_has_no_shift(inst):
-    ps = policy_shift(inst.mdp, inst.data_policy, inst.data_policy)
-    assert np.abs(ps.eps).max() == 0.0 and np.abs(ps.Delta).max() == 0.0
-    assert abs(ps.return_gap) < IDENTITY_TOL
+@with_corners
+def test_eps_and_Delta_from_occupancies(inst):
+    """``eps_t`` and ``Delta_t`` equal their definitions evaluated on occupancies propagated here
+    (the equal-policy corner, where both vanish, is one of the pinned examples)."""
+    ps = policy_shift(inst.mdp, inst.policy, inst.data_policy)
+    d_pi, d_data = forward_occupancy(inst.mdp, inst.policy), forward_occupancy(inst.mdp, inst.data_policy)
+    np.testing.assert_allclose(ps.Delta, 0.5 * np.abs(d_pi - d_data).sum(-1), atol=IDENTITY_TOL)
+    tv = 0.5 * np.abs(inst.policy - inst.data_policy).sum(-1)  # [H, S]
+    np.testing.assert_allclose(ps.eps, (d_data * tv).sum(-1), atol=IDENTITY_TOL)
+    if np.array_equal(inst.policy, inst.data_policy):
+        assert np.abs(ps.Delta).max() == 0.0 and abs(ps.return_gap) < IDENTITY_TOL
+
+
+def test_most_drawn_instances_have_shift():
+    """Coverage: at least half of the drawn instances have a non-zero ``Delta_t`` and a non-zero ``D_t``."""
+    seen = []
+
+    @settings(max_examples=120, deadline=None, database=None, derandomize=True)
+    @given(instances())
+    def record(inst):
+        seen.append(has_shift(inst))
+
+    record()
+    Delta, D = np.array(seen).T
+    assert len(seen) >= 100
+    assert Delta.mean() >= 0.5 and D.mean() >= 0.5, (Delta.mean(), D.mean())
 
 
 # ------------------------------------------------------------------ §2 tightness (cliff)
@@ -150,6 +191,7 @@ def test_simulator_cliff_matches_policy_cliff():
 # ------------------------------------------------------------------ §3 simulator-induced shift
 @SETTINGS
 @given(instances())
+@with_corners
 def test_lemma2_and_theorem2(inst):
     ss = simulator_shift(inst.mdp, inst.sim, inst.policy)
     target(float((ss.D - lemma2_rhs(ss.delta)).max()), label="lemma2 worst violation")
@@ -161,6 +203,7 @@ def test_lemma2_and_theorem2(inst):
 
 @SETTINGS
 @given(instances())
+@with_corners
 def test_theorem3_unified(inst):
     for beta in (inst.data_policy, inst.policy):
         us = unified_shift(inst.mdp, inst.sim, inst.policy, beta)
@@ -170,6 +213,7 @@ def test_theorem3_unified(inst):
 
 @SETTINGS
 @given(instances())
+@with_corners
 def test_theorem3_specialises_to_theorems_1_and_2(inst):
     mdp = inst.mdp
     static = unified_shift(mdp, mdp, inst.policy, inst.data_policy)
@@ -191,6 +235,7 @@ def test_theorem3_specialises_to_theorems_1_and_2(inst):
 # ------------------------------------------------------------------ §4 identities
 @SETTINGS
 @given(instances())
+@with_corners
 def test_exact_identities(inst):
     for ident in (
         performance_difference(inst.mdp, inst.policy, inst.data_policy),

@@ -14,7 +14,7 @@ import torch
 
 from shiftbounds.dialogue.rollout import ExplicitUser, Memory, agent_turn_logits
 from shiftbounds.dialogue.summary import SummarySpace
-from shiftbounds.dialogue.tasks import ENDING_ACTS
+from shiftbounds.dialogue.tasks import ACCEPT, ENDING_ACTS
 from shiftbounds.dialogue.tokens import BOS, PAD, Vocab
 
 
@@ -24,10 +24,13 @@ def exact_tree(vocab: Vocab, space: SummarySpace, agent, user: ExplicitUser, *, 
     """Enumerate every (goal, history) reachable against ``user`` by ``agent`` (``follow="agent"``)
     or by ``pi_data`` (``follow="data"``, a summary policy, needs ``data_policy``).
 
-    Returns the exact ``J`` (judge reward) of the followed policy, and per turn: ``eps`` (the TV
-    between ``agent`` and ``pi_data`` at the visited histories, when ``data_policy`` is given; with
-    ``follow="data"`` this is docs/theory.md's ``eps_t``) and ``delta`` (the TV between ``user``'s and
-    ``compare_user``'s answers after the followed act, when ``compare_user`` is given).
+    Returns the exact ``J`` (judge reward) of the followed policy, and per turn: ``contexts`` (the
+    law of the summary before the turn, ``[S + 1]``, the last entry the mass of ended dialogues:
+    what :func:`~shiftbounds.dialogue.measures.plugin_tv` estimates ``Delta_t`` and ``D_t`` from),
+    ``eps`` (the TV between ``agent`` and ``pi_data`` at the visited histories, when ``data_policy``
+    is given; with ``follow="data"`` this is docs/theory.md's ``eps_t``), and ``delta`` and ``rho``
+    (the TV between ``user``'s and ``compare_user``'s answers after the followed act, and their
+    reward mismatch at proposals, when ``compare_user`` is given).
     """
     if follow not in ("agent", "data") or (follow == "data" and data_policy is None):
         raise ValueError(f"follow must be 'agent', or 'data' with a data_policy; got {follow!r}")
@@ -40,8 +43,10 @@ def exact_tree(vocab: Vocab, space: SummarySpace, agent, user: ExplicitUser, *, 
     state = np.ones(G, dtype=np.int64)
     memory = Memory.empty(task, G)
     J = 0.0
-    eps, delta = [], []
+    eps, delta, rho, contexts = [], [], [], []
     for t in range(H):
+        law = np.bincount(state, weights=prob.numpy(), minlength=space.n_states)
+        contexts.append(np.append(law, 1.0 - law.sum()))
         logits = agent_turn_logits(vocab, agent, torch.cat([tokens, torch.full((len(tokens), 1), PAD)], 1))
         p_agent = torch.softmax(logits[:, t].double(), -1)
         pa = p_agent
@@ -55,6 +60,8 @@ def exact_tree(vocab: Vocab, space: SummarySpace, agent, user: ExplicitUser, *, 
         if compare_user is not None:
             pc = compare_user.all_probs(goals, t, memory)
             delta.append(float((prob[:, None] * pa * 0.5 * (pu - pc).abs().sum(-1)).sum()))
+            gap = (1 + pen) * (pu[..., ACCEPT] - pc[..., ACCEPT]).abs() * (torch.arange(pa.shape[1]) >= Q)
+            rho.append(float((prob[:, None] * pa * gap).sum()))
         acts = torch.arange(A)
         one, wrong, zero = (torch.tensor(v, dtype=torch.float64) for v in (1.0, -pen, 0.0))  # not float32 scalars
         r = torch.where(acts[None] >= Q, torch.where(acts[None] - Q == goals[:, None], one, wrong), zero)
@@ -71,4 +78,4 @@ def exact_tree(vocab: Vocab, space: SummarySpace, agent, user: ExplicitUser, *, 
         memory = Memory(memory.first[n], memory.repeats[n]).after(task, a, k, torch.ones_like(a, dtype=torch.bool))
         tokens = torch.cat([tokens[n], (a + vocab.agent_offset)[:, None], (k + vocab.user_offset)[:, None]], 1)
         state = np.array([space.successor[s, ai, ki] for s, ai, ki in zip(state[n.numpy()], a.numpy(), k.numpy())])
-    return {"J": J, "eps": eps, "delta": delta}
+    return {"J": J, "eps": eps, "delta": delta, "rho": rho, "contexts": contexts}

@@ -48,40 +48,41 @@ def plot_per_turn(results: dict, stem: Path) -> list[Path]:
 
 
 def plot_regime_map(results: dict, stem: Path) -> list[Path]:
-    """For each task (rows) and log size ``n`` (columns), at the main horizon: shade =
+    """For each task (rows) and log size ``n`` (columns), at the main horizon and real user: shade =
     ``J_real`` of Calibrated Interactive RL (shared model) minus that of Interactive RL, against the
     prompted simulator's sycophancy (x) and leak rate (y). Cell text: the leader (``~`` when its
     lead is not significant) and its margin over the runner-up."""
     cfg = results["config"]
     tasks, ns = list(cfg["tasks"]), list(cfg["n_logs"])
     aw, lk = list(cfg["accept_wrong_grid"]), list(cfg["leak_grid"])
-    H = cfg["horizon"]
+    H, user = cfg["horizon"], cfg["real_user"]
+    cells = [c for c in results["regimes"] if c["H"] == H and c["real_user"] == user]
     fig, axes = new_figure(ncols=len(ns), nrows=len(tasks), width=2.8, height=2.3)
-    vals = [abs(c["interactive_minus_calibrated"]) for c in results["regimes"] if c["H"] == H]
+    vals = [abs(c["calibrated_minus_interactive"]) for c in cells]
     vmax = max([0.01] + vals)
     for r, task in enumerate(tasks):
         for c, n in enumerate(ns):
             ax = axes[r, c]
             grid = np.full((len(lk), len(aw)), np.nan)
             labels = [["" for _ in aw] for _ in lk]
-            for cell in results["regimes"]:
-                if cell["task"] != task or cell["n"] != n or cell["H"] != H:
+            for cell in cells:
+                if cell["task"] != task or cell["n"] != n:
                     continue
                 i, j = lk.index(cell["leak"]), aw.index(cell["accept_wrong"])
-                grid[i, j] = cell["interactive_minus_calibrated"]
+                grid[i, j] = cell["calibrated_minus_interactive"]
                 lead = SHORT[cell["leader"]] if cell["winner"] == "tie" else SHORT[cell["winner"]]
                 labels[i][j] = ("~" if cell["winner"] == "tie" else "") + f"{lead}\n{cell['margin']:.2f}"
-            im = ax.imshow(-grid, origin="lower", cmap="Greys", vmin=-vmax, vmax=vmax, aspect="auto")
+            im = ax.imshow(grid, origin="lower", cmap="Greys", vmin=-vmax, vmax=vmax, aspect="auto")
             for i in range(len(lk)):
                 for j in range(len(aw)):
                     val = grid[i, j]
                     ax.text(j, i, labels[i][j], ha="center", va="center", fontsize=6,
-                            color="white" if -np.nan_to_num(val) > 0.5 * vmax else "black")
+                            color="white" if np.nan_to_num(val) > 0.5 * vmax else "black")
             ax.set_xticks(range(len(aw)), [f"{v:g}" for v in aw])
             ax.set_yticks(range(len(lk)), [f"{v:g}" for v in lk])
             ax.set_xlabel("simulator accept-wrong rate")
             ax.set_ylabel("leak rate")
-            ax.set_title(f"{task}  n={n}  H={H}", fontsize=8)
+            ax.set_title(f"{task}  n={n}  H={H}  {user} user", fontsize=8)
             ax.grid(False)
     fig.colorbar(im, ax=axes, shrink=0.6, label=r"$J_{real}$(Calibrated-shared) $-$ $J_{real}$(Interactive)")
     return save_figure(fig, stem)
