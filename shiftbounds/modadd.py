@@ -220,22 +220,29 @@ class StudentConfig:
             raise ValueError(f"need steps >= 1, batch >= 1, lr > 0; got {self.steps}, {self.batch}, {self.lr}")
 
 
+@torch.no_grad()
+def student_prefixes(task: ModAddTask, cfg: StudentConfig, student: Transformer, prompts: torch.Tensor,
+                     generator: torch.Generator) -> torch.Tensor:
+    """The sequences (prompt, separator, chain) at whose prefixes an online student is taught: its own
+    chains, sampled at temperature 1 for OPD, decoded greedily (as deployed) for NAIL."""
+    temperature = 1.0 if cfg.method.startswith("opd") else 0.0
+    student.eval()
+    prefix = torch.cat([prompts, torch.full((prompts.shape[0], 1), task.sep, device=prompts.device)], dim=1)
+    gen = generate(student, prefix, task.m, temperature, generator, logits_hook=lambda _step, logits: logits[:, : task.p])
+    student.train()
+    return with_chain(task, prompts, gen.tokens)
+
+
 def student_step_loss(task: ModAddTask, cfg: StudentConfig, student: Transformer, teacher: Transformer,
                       prompts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     """One batch's loss for ``cfg.method`` (the algorithmic core; see the module docstring)."""
     if cfg.method == "bc":
         chain = sample_noisy_teacher(task, teacher, prompts, cfg.eta, cfg.law, generator)
         return nll(chain_logits(task, student, with_chain(task, prompts, chain)), chain)
-    temperature = 1.0 if cfg.method.startswith("opd") else 0.0  # OPD: as sampled; NAIL: as deployed
-    student.eval()
+    seqs = student_prefixes(task, cfg, student, prompts, generator)
     with torch.no_grad():
-        prefix = torch.cat([prompts, torch.full((prompts.shape[0], 1), task.sep, device=prompts.device)], dim=1)
-        gen = generate(student, prefix, task.m, temperature, generator,
-                       logits_hook=lambda _step, logits: logits[:, : task.p])
-        seqs = with_chain(task, prompts, gen.tokens)
         teacher_logp = noisy_teacher_log_probs(task, torch.log_softmax(chain_logits(task, teacher, seqs), -1),
                                                seqs, cfg.eta, cfg.law)
-    student.train()
     logits = chain_logits(task, student, seqs)
     student_logp = noised_log_probs(logits, cfg.eta) if cfg.noised_student else torch.log_softmax(logits, -1)
     divergence = {"F": "forward", "R": "reverse", "Mixed": "mixed"}[cfg.method.split("-")[1]]

@@ -10,12 +10,14 @@ import torch
 from experiments import modadd as exp
 from shiftbounds.modadd import (
     ModAddTask,
+    chain_logits,
     StudentConfig,
     consistent_targets,
     noisy_teacher_log_probs,
     prefix_has_error,
     running_sums,
     sample_prompts,
+    student_prefixes,
     student_step_loss,
     with_chain,
 )
@@ -58,6 +60,42 @@ def test_every_method_gives_a_finite_differentiable_loss(method):
     assert math.isfinite(loss.item())
     loss.backward()
     assert all(p.grad is not None for p in student.parameters() if p.requires_grad)
+
+
+def test_nail_prefixes_are_greedy_and_opd_prefixes_sampled():
+    """NAIL is taught at the chain the student would deploy (greedy decoding, identical under any
+    generator); OPD at chains sampled from it (varying with the generator, mostly not greedy)."""
+    task = ModAddTask(p=5, m=6)
+    torch.manual_seed(0)
+    student = Transformer(task.model_config(16, 1))
+    prompts = sample_prompts(task, 64, torch.Generator().manual_seed(0))
+    greedy_chain = chain_logits(task, student, student_prefixes(task, StudentConfig("nail-F"), student, prompts,
+                                                                torch.Generator().manual_seed(1)))
+    nail = [student_prefixes(task, StudentConfig("nail-F"), student, prompts, torch.Generator().manual_seed(k)) for k in (1, 2)]
+    opd = [student_prefixes(task, StudentConfig("opd-F"), student, prompts, torch.Generator().manual_seed(k)) for k in (1, 2)]
+    torch.testing.assert_close(nail[0], nail[1])
+    chain = nail[0][:, -task.m:]
+    # each greedy token is the argmax of the student's logits at its own prefix
+    torch.testing.assert_close(chain, greedy_chain[..., : task.p].argmax(-1))
+    assert (opd[0] != opd[1]).any()
+    assert (opd[0][:, -task.m:] != chain).float().mean() > 0.3
+    assert student.training  # left in training mode for the gradient step
+
+
+def test_plain_and_noised_students():
+    """The plain student fits ``pi_hat`` itself: at eta = 0 the noised student is the plain one; at
+    eta > 0 the two losses differ."""
+    task = ModAddTask(p=5, m=3)
+    torch.manual_seed(0)
+    teacher, student = Transformer(task.model_config(16, 1)), Transformer(task.model_config(16, 1))
+    prompts = sample_prompts(task, 8, torch.Generator().manual_seed(0))
+
+    def loss(eta, noised):
+        cfg = StudentConfig(method="nail-F", eta=eta, noised_student=noised)
+        return student_step_loss(task, cfg, student, teacher, prompts, torch.Generator().manual_seed(3)).item()
+
+    assert loss(0.0, False) == pytest.approx(loss(0.0, True), abs=1e-7)
+    assert abs(loss(0.3, False) - loss(0.3, True)) > 1e-4
 
 
 def test_student_config_validation():
