@@ -1,6 +1,6 @@
 """Generation and training throughput of the transformers path, side by side.
 
-``python -m benchmarks.llm [--model PATH] [--batch 8 --new 64 --repeats 3]``
+``python -m benchmarks.llm [--preset smoke|default] [--model PATH] [--batch 8 --new 64 --repeats 3]``
 
 * generation: the package's sampler (:func:`shiftbounds.llm.gsm8k.sample_completions`: batched
   ``generate`` with left padding, stopping each row at its end-of-text) against a plain batched
@@ -18,46 +18,48 @@ paths; on a lent GPU, pass a local 0.5-1.5B model folder.
 
 from __future__ import annotations
 
-import argparse
-import time
+from dataclasses import asdict, dataclass, field
 
-import numpy as np
 import torch
 
+from benchmarks import best_time, write_report
 from shiftbounds.llm.dialogue import roll_out_batch
 from shiftbounds.llm.gsm8k import SPECIALS, Problem, sample_completions
 from shiftbounds.llm.models import TinyLM, load_causal_lm
 from shiftbounds.llm.taskmaster import ROLE_TOKENS, OrderItem
 from shiftbounds.llm.training import make_batch, span_nll
+from shiftbounds.utils.cli import parse_config
+from shiftbounds.utils.seeding import numpy_rng, torch_generator, torch_init_seed
 
 
-def best(fn, repeats: int) -> float:
-    """Best wall time of ``repeats`` calls after one warm-up call."""
-    fn()
-    out = float("inf")
-    for _ in range(repeats):
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        fn()
-        if torch.cuda.is_available():
-            torch.cuda.synchronize()
-        out = min(out, time.perf_counter() - t0)
-    return out
+@dataclass(frozen=True)
+class LLMBenchConfig:
+    """Options of ``benchmarks.llm``."""
+
+    model: str = field(default="", metadata={"help": "local model folder (empty: tiny GPT-2 from a config)"})
+    batch: int = field(default=8, metadata={"help": "sequences"})
+    new: int = field(default=64, metadata={"help": "new tokens per sequence"})
+    repeats: int = field(default=3, metadata={"help": "repeats (best kept, after one warm-up)"})
+    peak_tflops: float = field(default=989.0, metadata={"help": "device peak for MFU (H100/H200 dense bf16: 989)"})
+    seed: int = field(default=0, metadata={"help": "seed of the models' initialisation and the sampling"})
+    out_dir: str = field(default="results/benchmarks/llm/default", metadata={"help": "results folder"})
+
+    def __post_init__(self) -> None:
+        if min(self.batch, self.new, self.repeats) < 1 or self.peak_tflops <= 0:
+            raise ValueError(f"--batch, --new, --repeats must be >= 1 and --peak-tflops > 0; got {self}")
+
+
+PRESETS = {"default": {}, "smoke": {"batch": 2, "new": 4, "repeats": 1, "out_dir": "results/benchmarks/llm/smoke"}}
 
 
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", default=None, help="local model folder (default: tiny GPT-2 from a config)")
-    p.add_argument("--batch", type=int, default=8, help="sequences")
-    p.add_argument("--new", type=int, default=64, help="new tokens per sequence")
-    p.add_argument("--repeats", type=int, default=3, help="repeats (best kept)")
-    p.add_argument("--peak-tflops", type=float, default=989.0, help="device peak for MFU (H100/H200 dense bf16: 989)")
-    a = p.parse_args(argv)
-    model, tok, dev = load_causal_lm(a.model, TinyLM("gpt2", 128, 4, 4, 1024), special_tokens=SPECIALS)
+    a = parse_config(LLMBenchConfig, __doc__, PRESETS, argv, name="benchmarks.llm")
+    best = lambda fn, repeats: best_time(fn, repeats, warmup=True)  # noqa: E731
+    with torch_init_seed(a.seed, "model"):
+        model, tok, dev = load_causal_lm(a.model or None, TinyLM("gpt2", 128, 4, 4, 1024), special_tokens=SPECIALS)
     model.eval()
     probs = [Problem(f"Tom has {i} apples and buys {i + 3} more. How many apples does he have?", "", "") for i in range(a.batch)]
-    g = torch.Generator().manual_seed(0)
+    g = torch_generator(a.seed, "sampling")
     t_ours = best(lambda: sample_completions(model, tok, probs, a.new, temperature=1.0, generator=g), a.repeats)
     n_ours = sum(len(c) for c in sample_completions(model, tok, probs, a.new, temperature=1.0, generator=g))
     enc = [torch.tensor([tok.bos_token_id] + list(tok.encode(f"<q>{q.question}<a>"))) for q in probs]
@@ -71,7 +73,8 @@ def main(argv: list[str] | None = None) -> dict:
     t_hf = best(lambda: model.generate(ids, attention_mask=att, max_new_tokens=a.new, min_new_tokens=a.new, do_sample=True,
                                        pad_token_id=tok.pad_token_id), a.repeats)
     n_gen = a.batch * a.new
-    agent, atok, _ = load_causal_lm(a.model, TinyLM("gpt2", 128, 4, 4, 1024), special_tokens=ROLE_TOKENS)
+    with torch_init_seed(a.seed, "agent"):
+        agent, atok, _ = load_causal_lm(a.model or None, TinyLM("gpt2", 128, 4, 4, 1024), special_tokens=ROLE_TOKENS)
     agent.eval()
     goals = [(OrderItem(["latte", "mocha", "cortado"][i % 3], 1 + i % 2),) for i in range(a.batch)]
 
@@ -79,7 +82,7 @@ def main(argv: list[str] | None = None) -> dict:
         out = []
         for gs in groups:
             out += roll_out_batch(agent, atok, gs, agent, turns=3, max_new=a.new, temperature=1.0,
-                                  generator=torch.Generator().manual_seed(0), rng=np.random.default_rng(0))
+                                  generator=torch_generator(a.seed, "rollouts"), rng=numpy_rng(a.seed, "rollouts"))
         return out
 
     n_roll = sum(len(d.ids) - 1 for d in dialogues([goals]))
@@ -107,17 +110,18 @@ def main(argv: list[str] | None = None) -> dict:
     t_train, t_plain = best(ours_step, a.repeats), best(plain_step, a.repeats)
     n_tok = int(batch.attention_mask.sum())
     n_params = sum(p.numel() for p in model.parameters())
-    print(f"device {dev}; {n_params / 1e6:.2f} M parameters; batch {a.batch}; {a.new} new tokens\n")
-    print(f"generation  package sampler:        {n_ours / t_ours:10.0f} tok/s   transformers generate (batched): {n_gen / t_hf:10.0f} tok/s"
-          f"   ratio {(n_ours / t_ours) / (n_gen / t_hf):.2f}x")
-    print(f"rollouts    batched dialogues:      {n_roll / t_roll:10.0f} tok/s   one dialogue at a time:          {n_seq / t_seq:10.0f} tok/s"
-          f"   ratio {(n_roll / t_roll) / (n_seq / t_seq):.2f}x")
-    print(f"training    masked-span step:       {n_tok / t_train:10.0f} tok/s   plain labels step:               {n_tok / t_plain:10.0f} tok/s"
-          f"   ratio {t_plain / t_train:.2f}x")
+    rows = [
+        {"stage": "generation", "ours": "package sampler", "ours_tok_s": n_ours / t_ours,
+         "reference": "transformers generate (batched)", "reference_tok_s": n_gen / t_hf, "ratio": (n_ours / t_ours) / (n_gen / t_hf)},
+        {"stage": "rollouts", "ours": "batched dialogues", "ours_tok_s": n_roll / t_roll,
+         "reference": "one dialogue at a time", "reference_tok_s": n_seq / t_seq, "ratio": (n_roll / t_roll) / (n_seq / t_seq)},
+        {"stage": "training", "ours": "masked-span step", "ours_tok_s": n_tok / t_train,
+         "reference": "plain labels step", "reference_tok_s": n_tok / t_plain, "ratio": t_plain / t_train},
+    ]
+    notes = f"Device {dev}; {n_params / 1e6:.2f} M parameters; batch {a.batch}; {a.new} new tokens."
     if dev.type == "cuda":
-        mfu = 6 * n_params * n_tok / t_train / (a.peak_tflops * 1e12)
-        print(f"training MFU {mfu:.1%} of {a.peak_tflops} TFLOP/s")
-    return {"gen_ours": n_ours / t_ours, "gen_hf": n_gen / t_hf, "roll_batched": n_roll / t_roll, "roll_seq": n_seq / t_seq, "train_ours": n_tok / t_train, "train_plain": n_tok / t_plain}
+        notes += f" Training MFU {6 * n_params * n_tok / t_train / (a.peak_tflops * 1e12):.1%} of {a.peak_tflops} TFLOP/s."
+    return write_report(a.out_dir, asdict(a), "benchmarks.llm: generation, rollouts and training, tokens per second", rows, notes)
 
 
 if __name__ == "__main__":

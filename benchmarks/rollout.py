@@ -1,6 +1,6 @@
 """Rollout engine throughput against re-encoding without a cache and against transformers' generate.
 
-``python -m benchmarks.rollout [--batch 256 --horizon 6 --repeats 3]``
+``python -m benchmarks.rollout [--preset smoke|default] [--batch 256 --horizon 6 --repeats 3]``
 
 One run, side by side, on the same machine, with the same two networks (agent and neural user
 simulator; width 64, 2 blocks) and the same dialogues (``guess_number``), counting agent + user
@@ -12,23 +12,40 @@ tokens per second:
   weights, no download), each turn a ``generate(max_new_tokens=1)`` call on the whole history,
   as a turn-by-turn dialogue loop is usually written with that API.
 
-It prints tokens/s and the ratios. With ``--stage-times RESULTS_DIR`` it also prints the wall time
-per (task, seed) recorded by ``experiments.full_pipeline`` in that folder.
+It writes tokens/s and the ratios to ``results.md`` / ``results.json``.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import time
-from pathlib import Path
+from dataclasses import asdict, dataclass, field
 
 import torch
 
+from benchmarks import best_time, write_report
 from shiftbounds.dialogue.rollout import NeuralUser, rollout
 from shiftbounds.dialogue.stages import ModelConfig
 from shiftbounds.dialogue.tasks import guess_number
 from shiftbounds.dialogue.tokens import BOS, Vocab
+from shiftbounds.utils.cli import parse_config
+from shiftbounds.utils.seeding import torch_generator, torch_init_seed
+
+
+@dataclass(frozen=True)
+class RolloutBenchConfig:
+    """Options of ``benchmarks.rollout``."""
+
+    batch: int = field(default=256, metadata={"help": "dialogues per rollout"})
+    horizon: int = field(default=6, metadata={"help": "turns per dialogue"})
+    repeats: int = field(default=3, metadata={"help": "timing repeats (best kept)"})
+    seed: int = field(default=0, metadata={"help": "seed of the networks and the dialogues"})
+    out_dir: str = field(default="results/benchmarks/rollout/default", metadata={"help": "results folder"})
+
+    def __post_init__(self) -> None:
+        if min(self.batch, self.horizon, self.repeats) < 1:
+            raise ValueError(f"--batch, --horizon and --repeats must be >= 1; got {self.batch}, {self.horizon}, {self.repeats}")
+
+
+PRESETS = {"default": {}, "smoke": {"batch": 8, "horizon": 3, "repeats": 1, "out_dir": "results/benchmarks/rollout/smoke"}}
 
 
 @torch.no_grad()
@@ -65,55 +82,35 @@ def rollout_hf_generate(vocab: Vocab, agent, user, goals: torch.Tensor) -> torch
     return a_view
 
 
-def timed(fn, repeats: int) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
-
-
 def main(argv: list[str] | None = None) -> dict:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--batch", type=int, default=256, help="dialogues per rollout")
-    p.add_argument("--horizon", type=int, default=6, help="turns per dialogue")
-    p.add_argument("--repeats", type=int, default=3, help="timing repeats (best kept)")
-    p.add_argument("--stage-times", type=str, default=None, help="a full_pipeline results folder to report wall times from")
-    a = p.parse_args(argv)
-    torch.manual_seed(0)
+    a = parse_config(RolloutBenchConfig, __doc__, PRESETS, argv, name="benchmarks.rollout")
     task = guess_number(5, horizon=a.horizon)
     vocab = Vocab(task)
     mcfg = ModelConfig(64, 2, 4)
-    agent, user_net = mcfg.build(vocab).eval(), mcfg.build(vocab).eval()
+    with torch_init_seed(a.seed, "networks"):
+        agent, user_net = mcfg.build(vocab).eval(), mcfg.build(vocab).eval()
     user = NeuralUser(vocab, user_net)
-    goals = torch.randint(task.n_goals, (a.batch,))
-    g = torch.Generator().manual_seed(0)
+    goals = torch.randint(task.n_goals, (a.batch,), generator=torch_generator(a.seed, "goals"))
+    g = torch_generator(a.seed, "rollouts")
     n_tokens = 2 * a.horizon * a.batch
-    rows = {
-        "engine (KV cache)": timed(lambda: rollout(vocab, agent, user, goals, generator=g), a.repeats),
-        "no cache": timed(lambda: rollout_no_cache(vocab, agent, user_net, goals, g), a.repeats),
+    seconds = {
+        "engine (KV cache)": best_time(lambda: rollout(vocab, agent, user, goals, generator=g), a.repeats),
+        "no cache": best_time(lambda: rollout_no_cache(vocab, agent, user_net, goals, g), a.repeats),
     }
     try:
         from transformers import GPT2Config, GPT2LMHeadModel
 
         hf_cfg = GPT2Config(vocab_size=vocab.size, n_positions=2 + 2 * a.horizon, n_embd=64, n_layer=2, n_head=4,
                             bos_token_id=BOS, eos_token_id=None)
-        hf_agent, hf_user = GPT2LMHeadModel(hf_cfg).eval(), GPT2LMHeadModel(hf_cfg).eval()
-        rows["transformers generate"] = timed(lambda: rollout_hf_generate(vocab, hf_agent, hf_user, goals), a.repeats)
+        with torch_init_seed(a.seed, "hf_networks"):
+            hf_agent, hf_user = GPT2LMHeadModel(hf_cfg).eval(), GPT2LMHeadModel(hf_cfg).eval()
+        seconds["transformers generate"] = best_time(lambda: rollout_hf_generate(vocab, hf_agent, hf_user, goals), a.repeats)
     except ImportError:
         print("transformers is not installed; skipping that comparison")
-    base = rows["engine (KV cache)"]
-    print(f"batch {a.batch}, {a.horizon} turns, {n_tokens} agent+user tokens per rollout, {torch.get_num_threads()} threads\n")
-    print(f"{'implementation':24s} {'tokens/s':>12s} {'engine speed-up':>16s}")
-    for name, sec in rows.items():
-        print(f"{name:24s} {n_tokens / sec:12.0f} {sec / base:15.2f}x")
-    if a.stage_times:
-        res = json.loads((Path(a.stage_times) / "results.json").read_text())
-        print("\nfull_pipeline wall time per (task, seed):")
-        for k, v in res["wall_seconds"].items():
-            print(f"  {k}: {v:.1f} s")
-    return {name: n_tokens / sec for name, sec in rows.items()}
+    base = seconds["engine (KV cache)"]
+    rows = [{"implementation": name, "tokens_per_s": n_tokens / sec, "engine_speed_up": sec / base} for name, sec in seconds.items()]
+    notes = f"Batch {a.batch}, {a.horizon} turns, {n_tokens} agent + user tokens per rollout, {torch.get_num_threads()} threads."
+    return write_report(a.out_dir, asdict(a), "benchmarks.rollout: dialogue rollouts, tokens per second", rows, notes)
 
 
 if __name__ == "__main__":
