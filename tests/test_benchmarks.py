@@ -1,0 +1,20 @@
+"""The benchmarks' smoke presets: same CLI convention as the experiments, results written."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from benchmarks import llm, rollout, tabular
+
+
+@pytest.mark.parametrize("module, n_rows", [(tabular, 2), (rollout, 2), (llm, 3)])
+def test_benchmark_smoke_writes_results(module, n_rows, tmp_path):
+    out = tmp_path / module.__name__.rsplit(".", 1)[-1]
+    res = module.main(["--preset", "smoke", "--out-dir", str(out), "--seed", "3"])
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["config"]["seed"] == 3 and len(saved["rows"]) == len(res["rows"]) >= n_rows
+    assert (out / "results.md").read_text().startswith("# benchmarks.")
+    with pytest.raises(SystemExit):
+        module.main(["--preset", "smoke", "--repeats", "0", "--out-dir", str(out)])
