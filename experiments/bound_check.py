@@ -29,9 +29,9 @@ import numpy as np
 from shiftbounds import constructions as C
 from shiftbounds.shift import policy_shift, simulator_shift
 from shiftbounds.tabular import mixture_policy
-from shiftbounds.utils.cli import parse_config
+from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
-from shiftbounds.utils.plotting import new_figure, save_figure, series_style
+from shiftbounds.figures import plot_bound_check
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.stats import loglog_slope
 
@@ -166,42 +166,13 @@ def run(cfg: BoundCheckConfig, stream=sys.stderr) -> dict:
     md += "\n## Cliff: gap / Theorem 1 bound\n\n" + markdown_table(ratios, ["eps_H", "H", "gap", "bound", "ratio"])
     md += "\n## Gap and bound per horizon (means over instances)\n\n" + markdown_table(rows)
     atomic_write_text(out / "table.md", md)
-    plot(results, out / "bound_check")
+    plot_bound_check(results, out / "bound_check")
     return results
-
-
-def plot(results: dict, stem: Path) -> list[Path]:
-    """Left: gap (markers) and bound (thin line) against H, log-log. Right: cliff ratio against eps*H."""
-    fig, axes = new_figure(ncols=2, width=3.6, height=2.8)
-    ax = axes[0, 0]
-    families = list(dict.fromkeys(r["family"] for r in results["rows"]))
-    slope = {s["family"]: s for s in results["slopes"]}
-    for i, fam in enumerate(families):
-        rs = [r for r in results["rows"] if r["family"] == fam]
-        st = series_style(i)
-        H = [r["H"] for r in rs]
-        ax.plot(H, [r["gap"] for r in rs], label=f"{fam} (slope {slope[fam]['gap_slope']:.2f})", **st)
-        ax.plot(H, [r["bound"] for r in rs], color=st["color"], linewidth=0.6, linestyle=":")
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log")
-    ax.set_xlabel("horizon H (turns)")
-    ax.set_ylabel(r"$|J - J_{\mathrm{train}}|$ (markers), bound (dotted)")
-    ax.set_title(r"gap vs $H$ at $\epsilon H \leq %.2g$" % results["config"]["eps_H"])
-    ax.legend(loc="upper left", frameon=False)
-    ax = axes[0, 1]
-    cr = results["cliff_ratios"]
-    ax.plot([r["eps_H"] for r in cr], [r["ratio"] for r in cr], **series_style(0))
-    ax.axhline(1.0, color="0.5", linewidth=0.7)
-    ax.set_xscale("log")
-    ax.set_xlabel(r"$\epsilon H$")
-    ax.set_ylabel("cliff gap / Theorem 1 bound")
-    ax.set_title("tightness of Theorem 1 (cliff)")
-    return save_figure(fig, stem)
 
 
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_config(BoundCheckConfig, __doc__, PRESETS, argv, name="experiments.bound_check")
-    results = run(cfg)
+    results = exit_on_stale(run, cfg)
     print(f"\nper-turn error eps = {cfg.eps:.3g}; slopes of log|gap| on log H (95% bootstrap CI):")
     for s in results["slopes"]:
         print(f"  {s['family']:14s} gap {s['gap_slope']:.3f} [{s['gap_slope_low']:.3f}, {s['gap_slope_high']:.3f}]"

@@ -43,9 +43,9 @@ from shiftbounds.dialogue.exact import (
     reference_results,
     sample_logs,
 )
-from shiftbounds.dialogue.plots import plot_per_turn, plot_regime_map, plot_sycophancy
+from shiftbounds.figures import plot_regime_map, plot_regime_per_turn, plot_regime_user_models
 from shiftbounds.dialogue.tasks import REAL_USERS, REWARD_SOURCES, TASKS, prompted_simulator
-from shiftbounds.utils.cli import parse_config
+from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.stats import mean_ci
@@ -310,15 +310,15 @@ def run(cfg: RegimeConfig, stream=sys.stderr) -> dict:
     md += "\n## Pairwise comparisons over the regime map (cells; significant win / tie / loss of the first named)\n\n"
     md += markdown_table(pairwise_counts(cfg, cells))
     atomic_write_text(out / "results.md", md)
-    plot_per_turn(results, out / "per_turn_shifts")
+    plot_regime_per_turn(results, out / "per_turn_shifts")
     plot_regime_map(results, out / "regime_map")
-    plot_sycophancy(results, out / "sycophancy")
+    plot_regime_user_models(results, out / "user_models")
     return results
 
 
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_config(RegimeConfig, __doc__, PRESETS, argv, name="experiments.dialogue_regimes")
-    results = run(cfg)
+    results = exit_on_stale(run, cfg)
     print((Path(cfg.out_dir) / "results.md").read_text())
     print(f"wrote {cfg.out_dir}/results.md, main.csv, per_turn.csv, regimes.csv, results.json and figures")
     return results

@@ -61,7 +61,7 @@ from shiftbounds.nn.transformer import load_model, save_model
 from shiftbounds.theory.bounds import compounding
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
-from shiftbounds.utils.plotting import new_figure, save_figure, series_style
+from shiftbounds.figures import plot_pipeline_curves, plot_pipeline_shifts, plot_pipeline_user_models
 from shiftbounds.utils.progress import Progress, format_seconds
 from shiftbounds.utils.seeding import numpy_rng, torch_generator, torch_init_seed
 from shiftbounds.utils.stats import mean_ci
@@ -362,76 +362,13 @@ def summarise(cfg: PipelineConfig, runs: list[dict]) -> tuple[list[dict], list[d
         for name in rs[0]["simulators"]:
             ss = [r["simulators"][name] for r in rs]
             row = {"task": task, "user_model": name}
-            for key in SIM_KEYS + ("discriminator_accuracy",):
+            for key in M.USER_RATES + ("discriminator_accuracy",):
                 if key in ss[0]:
                     vals = np.array([float(s[key]) for s in ss])  # "nan" (no such turn) as JSON writes it
                     row[key] = float(vals[np.isfinite(vals)].mean()) if np.isfinite(vals).any() else float("nan")
             row["nll_per_turn"] = float(np.mean([np.mean(s["nll_per_turn"]) for s in ss]))
             sims.append(row)
     return main, per_turn, curves, sims
-
-
-SIM_KEYS = ("accept_wrong", "leak", "clarify", "clarify_first", "clarify_last", "quit", "repeat_consistency")
-"""The rates of :func:`shiftbounds.dialogue.measures.sycophancy` reported per user model."""
-
-
-def plot_curves(curves: list[dict], cfg: PipelineConfig, stem: Path) -> list[Path]:
-    """``J_real`` (solid) and the training objective ``J_sim`` (dashed) against agent tokens, per task."""
-    fig, axes = new_figure(ncols=len(cfg.tasks), width=3.4, height=2.6)
-    for j, task in enumerate(cfg.tasks):
-        ax = axes[0, j]
-        for i, paradigm in enumerate(arms(cfg)):
-            rows = [c for c in curves if c["task"] == task and c["paradigm"] == paradigm]
-            steps = sorted({c["agent_tokens"] for c in rows})
-            st = series_style(i)
-            ax.plot(steps, [np.mean([c["J_real"] for c in rows if c["agent_tokens"] == s]) for s in steps], label=f"{paradigm}: real", **st)
-            if rows and rows[0]["J_sim"] is not None:
-                ax.plot(steps, [np.mean([c["J_sim"] for c in rows if c["agent_tokens"] == s]) for s in steps],
-                        color=st["color"], linestyle=":", linewidth=1.0, label=f"{paradigm}: simulator")
-        ax.set_xlabel("agent tokens generated")
-        ax.set_ylabel("return")
-        ax.set_title(task)
-    axes[0, 0].legend(frameon=False, fontsize=6)
-    return save_figure(fig, stem)
-
-
-def plot_shifts(per_turn: list[dict], cfg: PipelineConfig, stem: Path) -> list[Path]:
-    """Per-turn ``eps_t``-compounded bound with ``Delta_t`` (static) and ``delta``-bound with ``D_t``."""
-    fig, axes = new_figure(ncols=len(cfg.tasks), width=3.4, height=2.6)
-    for j, task in enumerate(cfg.tasks):
-        ax = axes[0, j]
-        rows = [r for r in per_turn if r["task"] == task]
-        t = list(range(cfg.horizon))
-        st = [r for r in rows if r["paradigm"] == "static_myopic"]
-        ax.plot(t, [r["Delta"] for r in st], label=r"static $\Delta_t$", **series_style(0))
-        ax.plot(t, [r["B_eps"] for r in st], color=series_style(0)["color"], linestyle=":", label=r"static $B(\epsilon)_t$")
-        for i, p in enumerate(("interactive", "calibrated")):
-            pr = [r for r in rows if r["paradigm"] == p]
-            ax.plot(t, [r["D"] for r in pr], label=rf"{p} $D_t$", **series_style(i + 1))
-            ax.plot(t, [r["B_delta"] for r in pr], color=series_style(i + 1)["color"], linestyle=":", label=rf"{p} $B(\delta)_t$")
-        ax.set_xlabel("turn t")
-        ax.set_ylabel("TV (estimated)")
-        ax.set_title(task)
-    axes[0, 0].legend(frameon=False, fontsize=6)
-    return save_figure(fig, stem)
-
-
-def plot_sycophancy(sims: list[dict], cfg: PipelineConfig, stem: Path) -> list[Path]:
-    """Each user model's rates (:data:`SIM_KEYS`) at held-out logged histories."""
-    fig, axes = new_figure(ncols=len(cfg.tasks), width=4.8, height=2.6)
-    keys = SIM_KEYS
-    for j, task in enumerate(cfg.tasks):
-        ax = axes[0, j]
-        rows = [s for s in sims if s["task"] == task]
-        for i, r in enumerate(rows):
-            w = 0.8 / len(rows)
-            ax.bar(np.arange(len(keys)) + w * i, [r[k] for k in keys], w, label=r["user_model"],
-                   color=series_style(i)["color"], hatch=("", "//", "..", "xx")[i % 4], edgecolor="black", linewidth=0.4)
-        ax.set_xticks(np.arange(len(keys)) + 0.4 - 0.4 / len(rows), keys, rotation=45, ha="right", fontsize=6)
-        ax.set_title(task)
-        ax.set_ylabel("rate")
-    axes[0, 0].legend(frameon=False, fontsize=6)
-    return save_figure(fig, stem)
 
 
 def run(cfg: PipelineConfig) -> dict:
@@ -452,7 +389,8 @@ def run(cfg: PipelineConfig) -> dict:
             prog.update(1, note=f"{task} seed{k} done")
     main, per_turn, curves, sims = summarise(cfg, runs)
     paired = paired_rows(cfg, runs)
-    results = {"config": asdict(cfg), "main": main, "paired": paired, "per_turn": per_turn, "simulators": sims, "runs": runs}
+    results = {"config": asdict(cfg), "main": main, "paired": paired, "per_turn": per_turn, "simulators": sims,
+               "curves": curves, "runs": runs}
     write_json(out / "results.json", results)
     write_csv(out / "main.csv", main)
     write_csv(out / "paired.csv", paired)
@@ -470,7 +408,7 @@ def run(cfg: PipelineConfig) -> dict:
           + "\n## Paired differences of J_real over seeds (95 % CI; an ordering only where it excludes 0)\n\n"
           + markdown_table(paired, ["task", "difference", "mean", "ci", "verdict"])
           + "\n## User models at held-out logged histories\n\n"
-          + markdown_table(sims, ["task", "user_model", *SIM_KEYS, "nll_per_turn", "discriminator_accuracy"])
+          + markdown_table(sims, ["task", "user_model", *M.USER_RATES, "nll_per_turn", "discriminator_accuracy"])
           + "\nDiscriminator accuracy: a classifier of real vs simulated user turns trained on the train logs, "
             "scored on held-out logs (0.5 = indistinguishable). Wall times: timings.md.\n")
     atomic_write_text(out / "results.md", md)
@@ -483,9 +421,9 @@ def run(cfg: PipelineConfig) -> dict:
                       + "\n".join(f"- {k}: {format_seconds(v)}" for k, v in times.items())
                       + "\n\nPer stage, over the (task, seed) runs whose stages were computed:\n\n"
                       + (markdown_table(stage_rows) if stage_rows else "(none)\n"))
-    plot_curves(curves, cfg, out / "learning_curves")
-    plot_shifts(per_turn, cfg, out / "per_turn_shifts")
-    plot_sycophancy(sims, cfg, out / "sycophancy")
+    plot_pipeline_curves(results, out / "learning_curves")
+    plot_pipeline_shifts(results, out / "per_turn_shifts")
+    plot_pipeline_user_models(results, out / "user_models")
     return results
 
 

@@ -31,7 +31,7 @@ from shiftbounds.llm.gsm8k import METHODS, SPECIALS, NoisyTeacher, exact_match, 
 from shiftbounds.llm.memory import Stage, estimate, format_estimate, model_shape
 from shiftbounds.llm.models import ByteTokenizer, TinyLM, check_model_folder, load_causal_lm, tiny_config
 from shiftbounds.llm.training import fit, make_batch, span_nll
-from shiftbounds.utils.cli import parse_config
+from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_json
 from shiftbounds.utils.progress import Progress
 
@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> dict:
         est = memory_estimate(cfg)
         print(format_estimate(est))
         return est
-    results = run(cfg)
+    results = exit_on_stale(run, cfg)
     print(markdown_table(results["rows"]))
     return results
 

@@ -38,9 +38,9 @@ from shiftbounds.modadd import (
 )
 from shiftbounds.llm.models import resolve_device
 from shiftbounds.nn.transformer import load_model, save_model
-from shiftbounds.utils.cli import parse_config
+from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
-from shiftbounds.utils.plotting import new_figure, save_figure, series_style
+from shiftbounds.figures import plot_modadd
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.stats import mean_ci
 
@@ -158,30 +158,13 @@ def run(cfg: ModAddConfig, stream=sys.stderr) -> dict:
           f"teacher greedy chain exact match {teacher_eval.chain_exact:.3f}; greedy decoding on {cfg.n_eval} held-out "
           f"prompts; mean over {cfg.seeds} seeds with 95 % CI.\n\n" + markdown_table(rows))
     atomic_write_text(out / "results.md", md)
-    plot(results, out / "modadd")
+    plot_modadd(results, out / "modadd")
     return results
-
-
-def plot(results: dict, stem: Path) -> list[Path]:
-    """Left: chain exact match against eta per method; right: final-answer exact match."""
-    cfg = results["config"]
-    fig, axes = new_figure(ncols=2, width=3.3, height=2.6)
-    for j, key in enumerate(("chain_exact", "answer_exact")):
-        ax = axes[0, j]
-        for i, m in enumerate(cfg["methods"]):
-            rs = [r for r in results["rows"] if r["method"] == m]
-            ax.plot([r["eta"] for r in rs], [r[key] for r in rs], label=m, **series_style(i))
-        ax.set_xlabel(r"teacher noise $\eta$")
-        ax.set_ylabel("chain-of-thought exact match" if j == 0 else "final-answer exact match")
-        ax.set_ylim(-0.03, 1.03)
-        ax.set_title(f"p={cfg['p']}, m={cfg['m']}, {cfg['law']} law", fontsize=8)
-    axes[0, 0].legend(frameon=False, fontsize=6)
-    return save_figure(fig, stem)
 
 
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_config(ModAddConfig, __doc__, PRESETS, argv, name="experiments.modadd")
-    results = run(cfg)
+    results = exit_on_stale(run, cfg)
     print(markdown_table(results["rows"]))
     print(f"wrote {cfg.out_dir}/results.md, runs.csv, results.json, modadd.png/pdf")
     return results

@@ -35,9 +35,9 @@ from shiftbounds.imitation import (
     sample_complexity,
 )
 from shiftbounds.tabular import expected_return, uniform_policy
-from shiftbounds.utils.cli import parse_config
+from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
-from shiftbounds.utils.plotting import new_figure, save_figure, series_style
+from shiftbounds.figures import plot_noisy_expert
 from shiftbounds.utils.progress import Progress
 
 METHODS = {
@@ -193,38 +193,13 @@ def run(cfg: NoisyExpertConfig, stream=sys.stderr) -> dict:
           f"budget {cfg.budget}; {cfg.seeds} seeds; median with 95 % bootstrap CI. BC is checked at n = 1, 2, 4, ...\n\n"
           "## Growth rates\n\n" + markdown_table(slopes) + "\n## Episodes per horizon\n\n" + markdown_table(rows))
     atomic_write_text(out / "results.md", md)
-    plot(results, out / "noisy_expert")
+    plot_noisy_expert(results, out / "noisy_expert")
     return results
-
-
-def plot(results: dict, stem: Path) -> list[Path]:
-    """Median episodes (log scale) against H, one panel per (family, eta), with the lock's
-    ``q^{-(H-1)}`` shape overlaid where it applies."""
-    cfg = results["config"]
-    panels = [(f, e) for f in cfg["families"] for e in cfg["etas"]]
-    fig, axes = new_figure(ncols=len(cfg["etas"]), nrows=len(cfg["families"]), width=2.7, height=2.4)
-    for (family, eta) in panels:
-        ax = axes[cfg["families"].index(family), cfg["etas"].index(eta)]
-        for i, m in enumerate(cfg["methods"]):
-            rs = [r for r in results["rows"] if r["family"] == family and r["eta"] == eta and r["method"] == m]
-            H = [r["H"] for r in rs]
-            med = [r["median_n"] if np.isfinite(r["median_n"]) else np.nan for r in rs]
-            ax.plot(H, med, label=m, **series_style(i))
-        if family == "lock" and eta > 0:
-            q = lock_continue_probability(eta, cfg["n_actions"])
-            H = np.array(cfg["horizons"])
-            ax.plot(H, q ** -(H - 1.0), color="0.5", linestyle=":", linewidth=1, label=r"$q^{-(H-1)}$")
-        ax.set_yscale("log")
-        ax.set_title(rf"{family}, $\eta$={eta}", fontsize=8)
-        ax.set_xlabel("horizon H")
-        ax.set_ylabel("episodes to target")
-    axes[0, -1].legend(frameon=False, fontsize=5.5, loc="upper left")
-    return save_figure(fig, stem)
 
 
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_config(NoisyExpertConfig, __doc__, PRESETS, argv, name="experiments.noisy_expert")
-    results = run(cfg)
+    results = exit_on_stale(run, cfg)
     print(markdown_table(results["slopes"]))
     print(f"wrote {cfg.out_dir}/results.md, sample_complexity.csv, growth.csv, results.json, noisy_expert.png/pdf")
     return results

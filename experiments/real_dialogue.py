@@ -55,7 +55,8 @@ from shiftbounds.llm.taskmaster import (
     split_by_dialogue,
     user_turn_examples,
 )
-from shiftbounds.llm.realism import TURN_BUCKETS, discriminator_auc_by_turn, turn_bucket
+from shiftbounds.figures.text import plot_text_realism, plot_text_sycophancy
+from shiftbounds.llm.realism import TURN_BUCKETS, discriminator_auc_by_turn, discriminator_auc_ci, turn_bucket
 from shiftbounds.llm.sampling import sample_batch
 from shiftbounds.llm.sycophancy import confirmation_probes, disclosure_probes, sycophancy_metrics
 from shiftbounds.llm.training import (
@@ -67,13 +68,12 @@ from shiftbounds.llm.training import (
     per_example_nll,
     span_nll,
 )
-from shiftbounds.utils.cli import parse_config
+from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.losses import group_advantages, policy_gradient_loss
 from shiftbounds.utils.io import (atomic_torch_save, atomic_write_text, guard_resume, markdown_table, read_json, write_csv,
                                   write_json)
-from shiftbounds.utils.plotting import new_figure, save_figure, series_style
 from shiftbounds.utils.progress import Progress
-from shiftbounds.utils.stats import Estimate, auc_ci, roc_auc
+from shiftbounds.utils.stats import roc_auc
 
 
 @dataclass(frozen=True)
@@ -447,7 +447,7 @@ def write_outputs(out: Path, cfg: RealDialogueConfig, results: dict, curves: lis
     ``curves.csv`` (RL loss and reward per step) and ``realism_by_turn.{png,pdf}``, as the full pipeline."""
     write_json(out / "results.json", results)
     disc = results["discriminator_auc_tm3"]
-    ci = {name: {b: disc_ci(d, b) for b in d["by_turn"]} for name, d in disc.items()}
+    ci = {name: {b: discriminator_auc_ci(d, b) for b in d["by_turn"]} for name, d in disc.items()}
     per_turn = [{"corpus": "taskmaster3", "user_model": name, "turns": b, "nll_per_token": v,
                  **({"discriminator_auc": e.value, "discriminator_auc_low": e.low, "discriminator_auc_high": e.high}
                     if (e := ci.get(name, {}).get(b)) else {})}
@@ -477,64 +477,8 @@ def write_outputs(out: Path, cfg: RealDialogueConfig, results: dict, curves: lis
           + "\n## Paradigms (goal success)\n\n"
           + markdown_table(par_rows, ["paradigm", "success_vs_heldout_user_model", "success_vs_training_simulator", "sim_to_real_gap"]))
     atomic_write_text(out / "results.md", md)
-    plot_realism(results, out / "realism_by_turn")
-    plot_sycophancy(results, out / "sycophancy")
-
-
-def disc_ci(disc: dict, bucket: str) -> Estimate | None:
-    """The discriminator's AUC in ``bucket`` with its 95 % interval (real and simulated turns at the
-    same held-out contexts: as many of each); ``None`` for an empty bucket."""
-    auc, n = disc["by_turn"].get(bucket), disc["n_held_out"].get(bucket, 0)
-    return auc_ci(auc, n, n) if auc is not None and n > 0 else None
-
-
-def plot_realism(results: dict, path: Path) -> list[Path]:
-    """Left: NLL per token of held-out human user turns by Taskmaster-3 turn index, per user model;
-    right: each simulator's discriminator AUC by turn index with 95 % intervals (0.5 dotted:
-    indistinguishable)."""
-    disc = results["discriminator_auc_tm3"]
-    fig, axes = new_figure(ncols=2, width=3.8, height=2.6)
-    left, right = axes[0]
-    for i, (name, by) in enumerate(results["realism_tm3_by_turn"].items()):
-        xs = [b for b in TURN_BUCKETS if by.get(b) is not None]
-        left.plot(xs, [by[b] for b in xs], label=name, **series_style(i))
-    for i, (name, d) in enumerate(disc.items()):
-        est = [(b, e) for b in TURN_BUCKETS if (e := disc_ci(d, b))]
-        right.errorbar([b for b, _ in est], [e.value for _, e in est], capsize=2, label=name,
-                       yerr=[[e.value - e.low for _, e in est], [e.high - e.value for _, e in est]], **series_style(i))
-    left.set_ylabel("NLL per token, human user turns")
-    right.set_ylabel("discriminator AUC")
-    right.set_title("real vs simulated user turns", fontsize=7)
-    for ax in (left, right):
-        ax.set_xlabel("turn index (Taskmaster-3)")
-        ax.legend(frameon=False, fontsize=6)
-    right.axhline(0.5, color="0.6", lw=0.8, ls=":")
-    return save_figure(fig, path)
-
-
-def plot_sycophancy(results: dict, path: Path) -> list[Path]:
-    """Per user model (and the logged people): shares of replies accepting the right order and an
-    order with one drink swapped, and of opening turns naming the whole goal (Taskmaster-4)."""
-    syc = results["sycophancy_tm4"]
-    metrics = (("accept_right", "accepts right order"), ("accept_wrong", "accepts wrong order"),
-               ("goal_disclosure", "opening names whole goal"))
-    fig, axes = new_figure(width=5.0, height=2.6)
-    ax = axes[0, 0]
-    names = list(syc)
-    w = 0.8 / len(metrics)
-    for j, (key, label) in enumerate(metrics):
-        vals = [syc[n][key] if syc[n][key] is not None else np.nan for n in names]
-        x = np.arange(len(names)) + (j - 1) * w
-        ax.bar(x, vals, w, label=label, color=str(0.15 + 0.3 * j), edgecolor="black", lw=0.4)
-        for xi, v in zip(x, vals):
-            if np.isnan(v):  # not measurable (people were never shown a wrong order)
-                ax.text(xi, 0.02, "n/a", ha="center", va="bottom", fontsize=5, rotation=90)
-    ax.set_xticks(np.arange(len(names)))
-    ax.set_xticklabels([n.replace(" (", "\n(") for n in names], fontsize=6)
-    ax.set_ylabel("share of replies")
-    ax.set_ylim(0, 1.05)
-    ax.legend(frameon=False, fontsize=6)
-    return save_figure(fig, path)
+    plot_text_realism(results, out / "realism_by_turn")
+    plot_text_sycophancy(results, out / "sycophancy")
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -543,7 +487,7 @@ def main(argv: list[str] | None = None) -> dict:
         est = memory_estimate(cfg)
         print(format_estimate(est))
         return est
-    results = run(cfg)
+    results = exit_on_stale(run, cfg)
     print(Path(cfg.out_dir, "results.md").read_text() if Path(cfg.out_dir, "results.md").exists() else results)
     return results
 

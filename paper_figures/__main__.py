@@ -17,51 +17,40 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from shiftbounds import figures as F
 from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import read_json
 
 
 def _bound_check(r: dict, out: Path) -> list[Path]:
-    from experiments import bound_check
-
-    return bound_check.plot(r, out / "fig_bound_check")
+    return F.plot_bound_check(r, out / "fig_bound_check")
 
 
 def _dialogue(r: dict, out: Path) -> list[Path]:
-    from shiftbounds.dialogue.plots import plot_per_turn, plot_regime_map, plot_sycophancy
-
-    return (plot_per_turn(r, out / "fig_dialogue_per_turn") + plot_regime_map(r, out / "fig_dialogue_regime_map")
-            + plot_sycophancy(r, out / "fig_dialogue_sycophancy"))
+    return (F.plot_regime_per_turn(r, out / "fig_dialogue_per_turn") + F.plot_regime_map(r, out / "fig_dialogue_regime_map")
+            + F.plot_regime_user_models(r, out / "fig_dialogue_user_models"))
 
 
 def _noisy_expert(r: dict, out: Path) -> list[Path]:
-    from experiments import noisy_expert
-
-    return noisy_expert.plot(r, out / "fig_noisy_expert")
+    return F.plot_noisy_expert(r, out / "fig_noisy_expert")
 
 
 def _modadd(r: dict, out: Path) -> list[Path]:
-    from experiments import modadd
-
-    return modadd.plot(r, out / "fig_modadd")
+    return F.plot_modadd(r, out / "fig_modadd")
 
 
 def _full_pipeline(r: dict, out: Path) -> list[Path]:
-    from experiments import full_pipeline as fp
-
-    cfg = fp.PipelineConfig(**{k: tuple(v) if isinstance(v, list) else v for k, v in r["config"].items()})
-    _, per_turn, curves, sims = fp.summarise(cfg, r["runs"])
-    return (fp.plot_curves(curves, cfg, out / "fig_pipeline_learning_curves") + fp.plot_shifts(per_turn, cfg, out / "fig_pipeline_shifts")
-            + fp.plot_sycophancy(sims, cfg, out / "fig_pipeline_sycophancy"))
+    return (F.plot_pipeline_curves(r, out / "fig_pipeline_learning_curves") + F.plot_pipeline_shifts(r, out / "fig_pipeline_shifts")
+            + F.plot_pipeline_user_models(r, out / "fig_pipeline_user_models"))
 
 
 def _real_dialogue(r: dict, out: Path) -> list[Path]:
-    from experiments import real_dialogue as rd
+    from shiftbounds.figures.text import plot_text_realism, plot_text_sycophancy
 
-    return rd.plot_realism(r, out / "fig_real_realism_by_turn") + rd.plot_sycophancy(r, out / "fig_real_sycophancy")
+    return plot_text_realism(r, out / "fig_real_realism_by_turn") + plot_text_sycophancy(r, out / "fig_real_sycophancy")
 
 
-# group -> (experiment module, its plot function)
+# group -> (experiment whose results it draws, the drawing function)
 FIGURES: dict[str, tuple[str, Callable[[dict, Path], list[Path]]]] = {
     "bound_check": ("bound_check", _bound_check),
     "dialogue": ("dialogue_regimes", _dialogue),

@@ -15,9 +15,7 @@ from shiftbounds.dialogue.paradigms import logged_contexts, static_context_rl
 from shiftbounds.dialogue.summary import DONE, build_space, next_state, posterior, success_rewards, user_mdp
 from shiftbounds.dialogue.tasks import (
     ACCEPT,
-    NO,
     QUIT,
-    YES,
     UserModel,
     answer_act,
     booking,

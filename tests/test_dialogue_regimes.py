@@ -14,9 +14,14 @@ def test_smoke_writes_outputs_and_resumes(tmp_path):
     cfg = dr.parse_config(dr.RegimeConfig, "", dr.PRESETS, ["--preset", "smoke", "--out-dir", str(out)], name="experiments.dialogue_regimes")
     first = dr.run(cfg, stream=io.StringIO())
     for name in ("results.json", "results.md", "main.csv", "per_turn.csv", "regimes.csv",
-                 "regime_map.png", "regime_map.pdf", "per_turn_shifts.png", "sycophancy.pdf"):
+                 "regime_map.png", "regime_map.pdf", "per_turn_shifts.png", "user_models.pdf"):
         assert (out / name).exists(), name
-    assert len(first["regimes"]) == 2 * 1 * 2 * 2  # tasks x n x accept_wrong x leak
+    assert len(first["regimes"]) == 2 * 2 * 1 * 2 * 2  # real users x tasks x n x accept_wrong x leak
+    verdicts = {c["calibrated_vs_interactive"] for c in first["regimes"]}
+    assert verdicts <= {"win", "tie", "loss"}
+    for c in first["regimes"]:  # a verdict other than a tie needs a CI that excludes 0
+        assert (c["winner"] == "tie") == (c["margin_low"] <= 0)
+    assert "significant win / tie / loss" in (out / "results.md").read_text()
     log = io.StringIO()
     second = dr.run(cfg, stream=log)
     assert "(resumed)" in log.getvalue()
@@ -33,6 +38,8 @@ def test_check_bounds_raises_on_violation():
     (["--horizon", "7"], "--horizon 7 must be one of --horizons"),
     (["--seeds", "1"], "--seeds must be >= 2"),
     (["--leak-grid", "1.5"], "--leak-grid needs values in"),
+    (["--real-user", "oracle"], "--real-user must be one of --real-users"),
+    (["--horizons", "3,4,5", "--horizon", "5"], "--horizon must be <= 4 with --real-user memory"),
 ])
 def test_bad_options_are_named(args, match, capsys):
     with pytest.raises(SystemExit):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 
 import numpy as np
 import pytest
@@ -176,7 +175,7 @@ def test_full_pipeline_smoke_and_resume(tmp_path):
     out = tmp_path / "fp"
     res = fp.main(["--preset", "smoke", "--out-dir", str(out)])
     for name in ("results.md", "results.json", "main.csv", "paired.csv", "per_turn.csv", "curves.csv", "simulators.csv",
-                 "config.json", "timings.md", "learning_curves.png", "learning_curves.pdf", "per_turn_shifts.png", "sycophancy.png"):
+                 "config.json", "timings.md", "learning_curves.png", "learning_curves.pdf", "per_turn_shifts.png", "user_models.png"):
         assert (out / name).exists(), name
     rows = {(r["task"], r["paradigm"]) for r in res["main"]}
     arms = ("real-user optimum (exact)", "pi_data (exact)", "Interactive RL optimum (exact)", "sft", "static_myopic",

@@ -19,8 +19,19 @@ def test_paper_figures_smoke_run_missing(tmp_path):
     written = pf.main(["--preset", "smoke", "--results-dir", str(tmp_path / "results"), "--out-dir", str(tmp_path / "figs"),
                        "--run-missing"])
     names = {p.name for p in written}
-    for stem in ("fig_bound_check", "fig_dialogue_per_turn", "fig_dialogue_regime_map", "fig_dialogue_sycophancy",
+    for stem in ("fig_bound_check", "fig_dialogue_per_turn", "fig_dialogue_regime_map", "fig_dialogue_user_models",
                  "fig_noisy_expert", "fig_modadd", "fig_pipeline_learning_curves", "fig_pipeline_shifts",
                  "fig_real_realism_by_turn", "fig_real_sycophancy"):
         assert {stem + ".png", stem + ".pdf"} <= names
     assert all(p.stat().st_size > 1000 for p in written)
+
+
+def test_figures_do_not_import_experiments():
+    """Figures are drawn by the package from saved results: neither paper_figures nor the package
+    imports an experiment entry point."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    for path in list((root / "paper_figures").rglob("*.py")) + list((root / "shiftbounds").rglob("*.py")):
+        text = path.read_text()
+        assert "from experiments" not in text and "import experiments" not in text, path

@@ -123,6 +123,10 @@ def plugin_tv(a: np.ndarray, b: np.ndarray, n_states: int, rng: np.random.Genera
     return out
 
 
+USER_RATES = ("accept_wrong", "leak", "clarify", "clarify_first", "clarify_last", "quit", "repeat_consistency")
+"""The rates :func:`sycophancy` reports per user model, in a fixed order."""
+
+
 @torch.no_grad()
 def sycophancy(vocab: Vocab, user, data: dict) -> dict:
     """How a user model behaves at logged histories, each rate the mean of its probabilities there:

@@ -18,7 +18,7 @@ import torch
 
 from shiftbounds.llm.sampling import sample_batch
 from shiftbounds.llm.training import RewardModel, classifier_scores, fit_classifier
-from shiftbounds.utils.stats import roc_auc
+from shiftbounds.utils.stats import Estimate, auc_ci, roc_auc
 
 TURN_BUCKETS = ("0-4", "5-9", "10-19", "20+")
 
@@ -26,6 +26,14 @@ TURN_BUCKETS = ("0-4", "5-9", "10-19", "20+")
 def turn_bucket(t: int) -> str:
     """The turn-index bucket of the per-turn tables: 0-4, 5-9, 10-19, 20+."""
     return "0-4" if t < 5 else "5-9" if t < 10 else "10-19" if t < 20 else "20+"
+
+
+def discriminator_auc_ci(disc: dict, bucket: str) -> Estimate | None:
+    """A discriminator's AUC in turn bucket ``bucket`` with its 95 % interval, from a result of
+    :func:`discriminator_auc_by_turn` saved as ``{"by_turn": ..., "n_held_out": ...}`` (real and
+    simulated turns at the same held-out contexts: as many of each); ``None`` for an empty bucket."""
+    auc, n = disc["by_turn"].get(bucket), disc["n_held_out"].get(bucket, 0)
+    return auc_ci(auc, n, n) if auc is not None and n > 0 else None
 
 
 def simulate_user_turns(sim, tokenizer, examples: list[tuple[str, str, int]], *, batch: int, max_new: int,

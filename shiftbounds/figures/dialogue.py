@@ -1,0 +1,142 @@
+"""The dialogue studies: the exact regime map (``experiments.dialogue_regimes``) and the neural
+main job (``experiments.full_pipeline``), each drawn from its ``results.json``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from shiftbounds.dialogue.measures import USER_RATES
+from shiftbounds.figures.common import grouped_bars, shifts_against_bounds
+from shiftbounds.utils.plotting import new_figure, save_figure, series_style
+
+SHORT = {"static-myopic": "SM", "static-one-step": "S1", "interactive": "I",
+         "calibrated-count": "Cc", "calibrated-shared": "Cs", "tie": "="}
+
+
+# ---------------------------------------------------------------------------- exact regime study
+def plot_regime_per_turn(results: dict, stem: Path) -> list[Path]:
+    """Per task: ``Delta_t`` with ``B(eps)_t`` for Static Context RL, and ``D_t`` with ``B(delta)_t``
+    for the simulator-trained paradigms, at the main setting (first seed)."""
+    tasks = list(results["main"])
+    fig, axes = new_figure(ncols=2, nrows=len(tasks), width=3.5, height=2.5)
+    for row, task in enumerate(tasks):
+        per = results["main"][task]["per_seed"][0]
+        shifts_against_bounds(axes[row, 0], [(n, per[n]["Delta"], per[n]["B_eps"]) for n in ("static-myopic", "static-one-step")],
+                              shift=r"\Delta_t", bound=r"B(\epsilon)_t")
+        axes[row, 0].set_title(f"{task}: policy shift (static)")
+        names = ("interactive", "calibrated-count", "calibrated-shared")
+        shifts_against_bounds(axes[row, 1], [(n, per[n]["D"], per[n]["B_delta"]) for n in names],
+                              shift="D_t", bound=r"B(\delta)_t", first_style=2)
+        axes[row, 1].set_title(f"{task}: simulator shift")
+    return save_figure(fig, stem)
+
+
+def plot_regime_map(results: dict, stem: Path) -> list[Path]:
+    """For each task (rows) and log size ``n`` (columns), at the main horizon and real user: shade =
+    ``J_real`` of Calibrated Interactive RL (shared model) minus that of Interactive RL, against the
+    prompted simulator's sycophancy (x) and leak rate (y). Cell text: the leader (``~`` when its
+    lead is not significant) and its margin over the runner-up."""
+    cfg = results["config"]
+    tasks, ns = list(cfg["tasks"]), list(cfg["n_logs"])
+    aw, lk = list(cfg["accept_wrong_grid"]), list(cfg["leak_grid"])
+    H, user = cfg["horizon"], cfg["real_user"]
+    cells = [c for c in results["regimes"] if c["H"] == H and c["real_user"] == user]
+    fig, axes = new_figure(ncols=len(ns), nrows=len(tasks), width=2.8, height=2.3)
+    vmax = max([0.01] + [abs(c["calibrated_minus_interactive"]) for c in cells])
+    for r, task in enumerate(tasks):
+        for c, n in enumerate(ns):
+            ax = axes[r, c]
+            grid = np.full((len(lk), len(aw)), np.nan)
+            labels = [["" for _ in aw] for _ in lk]
+            for cell in cells:
+                if cell["task"] != task or cell["n"] != n:
+                    continue
+                i, j = lk.index(cell["leak"]), aw.index(cell["accept_wrong"])
+                grid[i, j] = cell["calibrated_minus_interactive"]
+                tie = cell["winner"] == "tie"
+                labels[i][j] = ("~" if tie else "") + f"{SHORT[cell['leader'] if tie else cell['winner']]}\n{cell['margin']:.2f}"
+            im = ax.imshow(grid, origin="lower", cmap="Greys", vmin=-vmax, vmax=vmax, aspect="auto")
+            for i in range(len(lk)):
+                for j in range(len(aw)):
+                    ax.text(j, i, labels[i][j], ha="center", va="center", fontsize=6,
+                            color="white" if np.nan_to_num(grid[i, j]) > 0.5 * vmax else "black")
+            ax.set_xticks(range(len(aw)), [f"{v:g}" for v in aw])
+            ax.set_yticks(range(len(lk)), [f"{v:g}" for v in lk])
+            ax.set_xlabel("simulator accept-wrong rate")
+            ax.set_ylabel("leak rate")
+            ax.set_title(f"{task}  n={n}  H={H}  {user} user", fontsize=8)
+            ax.grid(False)
+    fig.colorbar(im, ax=axes, shrink=0.6, label=r"$J_{real}$(Calibrated-shared) $-$ $J_{real}$(Interactive)")
+    return save_figure(fig, stem)
+
+
+def plot_regime_user_models(results: dict, stem: Path) -> list[Path]:
+    """Accept-wrong, leak and clarification rates of the real user, the prompted simulator and the
+    shared-parameter calibrated simulator (mean over seeds) for each task."""
+    tasks = list(results["main"])
+    metrics = ("accept_wrong", "leak", "clarify")
+    fig, axes = new_figure(ncols=len(tasks), width=3.2, height=2.4)
+    for k, task in enumerate(tasks):
+        models = results["main"][task]["user_models"]
+        grouped_bars(axes[0, k], list(models), metrics, [[float(np.mean(m[x])) for x in metrics] for m in models.values()])
+        axes[0, k].set_title(f"{task}: user models")
+        axes[0, k].legend(frameon=False)
+    return save_figure(fig, stem)
+
+
+# ---------------------------------------------------------------------------- neural main job
+def _arms(results: dict) -> list[str]:
+    return list(dict.fromkeys(c["paradigm"] for c in results["curves"]))
+
+
+def plot_pipeline_curves(results: dict, stem: Path) -> list[Path]:
+    """``J_real`` (solid) and the training objective ``J_sim`` (dotted) against agent tokens, per task."""
+    tasks, curves = results["config"]["tasks"], results["curves"]
+    fig, axes = new_figure(ncols=len(tasks), width=3.4, height=2.6)
+    for j, task in enumerate(tasks):
+        ax = axes[0, j]
+        for i, paradigm in enumerate(_arms(results)):
+            rows = [c for c in curves if c["task"] == task and c["paradigm"] == paradigm]
+            steps = sorted({c["agent_tokens"] for c in rows})
+            mean = lambda key, s: np.mean([c[key] for c in rows if c["agent_tokens"] == s])  # noqa: E731
+            st = series_style(i)
+            ax.plot(steps, [mean("J_real", s) for s in steps], label=f"{paradigm}: real", **st)
+            if rows and rows[0]["J_sim"] is not None:
+                ax.plot(steps, [mean("J_sim", s) for s in steps], color=st["color"], linestyle=":", linewidth=1.0,
+                        label=f"{paradigm}: simulator")
+        ax.set_xlabel("agent tokens generated")
+        ax.set_ylabel("return")
+        ax.set_title(task)
+    axes[0, 0].legend(frameon=False, fontsize=6)
+    return save_figure(fig, stem)
+
+
+def plot_pipeline_shifts(results: dict, stem: Path) -> list[Path]:
+    """Per task: estimated ``Delta_t`` with ``B(eps)_t`` (Static Context RL, myopic) and ``D_t`` with
+    ``B(delta)_t`` (Interactive and Calibrated Interactive RL), from the estimated per-turn errors."""
+    tasks, per_turn = results["config"]["tasks"], results["per_turn"]
+    fig, axes = new_figure(ncols=2, nrows=len(tasks), width=3.4, height=2.5)
+    for j, task in enumerate(tasks):
+        rows = lambda p: [r for r in per_turn if r["task"] == task and r["paradigm"] == p]  # noqa: E731
+        col = lambda p, k: [r[k] for r in rows(p)]  # noqa: E731
+        shifts_against_bounds(axes[j, 0], [("static_myopic", col("static_myopic", "Delta"), col("static_myopic", "B_eps"))],
+                              shift=r"\Delta_t", bound=r"B(\epsilon)_t")
+        axes[j, 0].set_title(f"{task}: policy shift (estimated)")
+        shifts_against_bounds(axes[j, 1], [(p, col(p, "D"), col(p, "B_delta")) for p in ("interactive", "calibrated")],
+                              shift="D_t", bound=r"B(\delta)_t", first_style=2)
+        axes[j, 1].set_title(f"{task}: simulator shift (estimated)")
+    return save_figure(fig, stem)
+
+
+def plot_pipeline_user_models(results: dict, stem: Path) -> list[Path]:
+    """Each user model's rates (:data:`~shiftbounds.dialogue.measures.USER_RATES`) at held-out logged histories."""
+    tasks, sims = results["config"]["tasks"], results["simulators"]
+    fig, axes = new_figure(ncols=len(tasks), width=4.8, height=2.6)
+    for j, task in enumerate(tasks):
+        rows = [s for s in sims if s["task"] == task]
+        grouped_bars(axes[0, j], [r["user_model"] for r in rows], USER_RATES, [[float(r[k]) for k in USER_RATES] for r in rows])
+        axes[0, j].set_title(task)
+    axes[0, 0].legend(frameon=False, fontsize=6)
+    return save_figure(fig, stem)
