@@ -1,0 +1,193 @@
+"""The conversational record format: one dialogue per JSONL line (or ``datasets.Dataset`` row)::
+
+    {"id": "tm4-0001", "goal": {"order": [{"item": "latte", "quantity": 1}]},
+     "messages": [{"role": "user", "content": "Hi, a latte please"},
+                  {"role": "assistant", "content": "Hot or iced?"},
+                  {"role": "tool", "content": "{\\"add_order_item\\": {...}}"}]}
+
+``id`` is a non-empty string, unique in a file; ``goal`` is any JSON value (the user's hidden goal:
+what a user simulator is told and what the task's judge scores against); ``messages`` is a
+non-empty list of ``{"role", "content"}`` with ``role`` in :data:`ROLES` and ``content`` a string.
+:func:`read_conversations` checks every record before returning any, and a bad one raises
+:class:`ConversationFormatError` naming the file, the line and the field.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from shiftbounds.utils.io import atomic_write_text
+
+ROLES = ("user", "assistant", "tool")
+"""Message roles of a logged conversation (the system prompt is built from the goal, not logged)."""
+
+
+class ConversationFormatError(ValueError):
+    """A record that does not follow the format; the message names the file, line and field."""
+
+
+@dataclass(frozen=True)
+class Message:
+    """One turn: ``role`` in :data:`ROLES`, ``content`` its text."""
+
+    role: str
+    content: str
+
+    def as_dict(self) -> dict:
+        return {"role": self.role, "content": self.content}
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """A logged dialogue: its ``id``, the user's ``goal`` (any JSON value) and its ``messages``."""
+
+    id: str
+    goal: Any
+    messages: tuple[Message, ...]
+
+    def as_dict(self) -> dict:
+        return {"id": self.id, "goal": self.goal, "messages": [m.as_dict() for m in self.messages]}
+
+    def turns(self, role: str) -> list[int]:
+        """Indices of the messages with ``role``."""
+        return [i for i, m in enumerate(self.messages) if m.role == role]
+
+
+def parse_record(rec: Any, where: str) -> Conversation:
+    """A :class:`Conversation` from one decoded record; ``where`` (``file:line``) prefixes every error."""
+    if not isinstance(rec, dict):
+        raise ConversationFormatError(f"{where}: a record must be a JSON object; got {type(rec).__name__}")
+    missing = [k for k in ("id", "goal", "messages") if k not in rec]
+    if missing:
+        raise ConversationFormatError(f"{where}: missing field(s) {missing}; a record needs 'id', 'goal' and 'messages'")
+    if not isinstance(rec["id"], str) or not rec["id"]:
+        raise ConversationFormatError(f"{where}: field 'id' must be a non-empty string; got {rec['id']!r}")
+    msgs = rec["messages"]
+    if not isinstance(msgs, list) or not msgs:
+        raise ConversationFormatError(f"{where}: field 'messages' must be a non-empty list; got {msgs!r}")
+    out = []
+    for j, m in enumerate(msgs):
+        field = f"messages[{j}]"
+        if not isinstance(m, dict) or set(m) - {"role", "content"} or "role" not in m or "content" not in m:
+            raise ConversationFormatError(f"{where}: field {field} must be {{'role', 'content'}}; got {m!r}")
+        if m["role"] not in ROLES:
+            raise ConversationFormatError(f"{where}: field {field}.role is {m['role']!r}; expected one of {ROLES}")
+        if not isinstance(m["content"], str):
+            raise ConversationFormatError(f"{where}: field {field}.content must be a string; got {type(m['content']).__name__}")
+        out.append(Message(m["role"], m["content"]))
+    try:
+        json.dumps(rec["goal"])
+    except (TypeError, ValueError) as exc:
+        raise ConversationFormatError(f"{where}: field 'goal' is not JSON-serialisable ({exc})") from exc
+    return Conversation(rec["id"], rec["goal"], tuple(out))
+
+
+def _check_unique(convs: list[Conversation], source: str) -> None:
+    seen: dict[str, int] = {}
+    for i, c in enumerate(convs):
+        if c.id in seen:
+            raise ConversationFormatError(f"{source}: id {c.id!r} appears twice (records {seen[c.id] + 1} and {i + 1})")
+        seen[c.id] = i
+
+
+def read_conversations(path: str | Path) -> list[Conversation]:
+    """Every conversation of a JSONL file, or an error naming file, line and field (nothing half-loaded)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConversationFormatError(f"{path}: no such file")
+    out = []
+    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise ConversationFormatError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+        out.append(parse_record(rec, where))
+    if not out:
+        raise ConversationFormatError(f"{path}: no records")
+    _check_unique(out, str(path))
+    return out
+
+
+def write_conversations(path: str | Path, convs: Iterable[Conversation]) -> Path:
+    """Write conversations as JSONL, atomically."""
+    lines = [json.dumps(c.as_dict(), ensure_ascii=False) for c in convs]
+    return atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
+
+
+def to_dataset(convs: Iterable[Conversation]):
+    """A ``datasets.Dataset`` with columns ``id``, ``goal`` (JSON text: goals of any shape fit one
+    column) and ``messages``."""
+    from datasets import Dataset
+
+    rows = [c.as_dict() for c in convs]
+    return Dataset.from_list([{**r, "goal": json.dumps(r["goal"])} for r in rows])
+
+
+def from_dataset(ds, name: str = "dataset") -> list[Conversation]:
+    """Conversations from a ``datasets.Dataset`` (``goal`` as JSON text or a value), validated as a file is."""
+    out = []
+    for i, row in enumerate(ds):
+        rec = dict(row)
+        if isinstance(rec.get("goal"), str):
+            try:
+                rec["goal"] = json.loads(rec["goal"])
+            except json.JSONDecodeError:
+                pass  # a plain string goal
+        out.append(parse_record(rec, f"{name}[{i}]"))
+    _check_unique(out, name)
+    return out
+
+
+# ------------------------------------------------------------------------------------- converters
+def from_taskmaster4(dialogues) -> list[Conversation]:
+    """Taskmaster-4 dialogues (:func:`shiftbounds.llm.taskmaster.load_tm4`) as conversations: the
+    goal is the order (``[{"item", "quantity", "options"}]``), agent turns become ``assistant``
+    messages and each API call a ``tool`` message after its turn."""
+    out = []
+    for d in dialogues:
+        msgs = []
+        calls = d.api_calls or ((),) * len(d.turns)
+        for (role, text), cs in zip(d.turns, calls):
+            msgs.append(Message("user" if role == "user" else "assistant", text))
+            msgs += [Message("tool", json.dumps({name: req}, sort_keys=True)) for name, req in cs]
+        goal = [{"item": g.item, "quantity": g.quantity, "options": list(g.options)} for g in d.goal]
+        out.append(Conversation(d.dialogue_id, {"order": goal}, tuple(msgs)))
+    return out
+
+
+def from_taskmaster3(examples) -> list[Conversation]:
+    """Taskmaster-3 reward contexts (:func:`shiftbounds.llm.taskmaster.load_reward_labels` with
+    ``"taskmaster3"``) as conversations. Taskmaster-3 ships no structured goal, so the goal is
+    ``null``; the messages are the context's turns (``<agent>``, ``<user>``, ``<api>``)."""
+    import re
+
+    roles = {"<agent>": "assistant", "<user>": "user", "<api>": "tool"}
+    out = []
+    for i, ex in enumerate(examples):
+        parts = [p for p in re.split(r"(?=<agent>|<user>|<api>)", ex.context) if p]
+        msgs = tuple(Message(roles[p[: p.index(">") + 1]], p[p.index(">") + 1:]) for p in parts)
+        if msgs:
+            out.append(Conversation(f"{ex.dialogue_id}-{i}", None, msgs))
+    return out
+
+
+def from_hidden_goal(task, dialogues) -> list[Conversation]:
+    """Logged dialogues of a synthetic hidden-goal task (:mod:`shiftbounds.dialogue.logs`) rendered as
+    text: the goal is the goal's name, the agent's acts ``assistant`` messages (``"ask:>=2"``,
+    ``"propose:3"``) and the user's acts ``user`` messages (``"yes"``, ``"quit"`` ...)."""
+    from shiftbounds.dialogue.tasks import user_acts
+
+    names_a, names_u = task.agent_acts, user_acts(task)
+    out = []
+    for i, d in enumerate(dialogues):
+        msgs = []
+        for a, k in zip(d.actions, d.acts):
+            msgs += [Message("assistant", names_a[a]), Message("user", names_u[k])]
+        out.append(Conversation(f"{task.name}-{i:06d}", task.goals[d.goal], tuple(msgs)))
+    return out

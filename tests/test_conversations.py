@@ -1,0 +1,81 @@
+"""The conversational record format: validation at the boundary, round trips, converters."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from shiftbounds.conversations import (
+    Conversation,
+    ConversationFormatError,
+    Message,
+    from_dataset,
+    from_hidden_goal,
+    from_taskmaster3,
+    from_taskmaster4,
+    read_conversations,
+    to_dataset,
+    write_conversations,
+)
+
+GOOD = {"id": "a", "goal": {"order": ["latte"]}, "messages": [{"role": "user", "content": "a latte"},
+                                                              {"role": "assistant", "content": "hot?"}]}
+
+
+def _write(tmp_path, lines):
+    path = tmp_path / "logs.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_round_trip_jsonl_and_dataset(tmp_path):
+    convs = [Conversation("a", {"x": 1}, (Message("user", "hi"), Message("assistant", "hello"))),
+             Conversation("b", "plain goal", (Message("user", "yo"), Message("tool", "{}")))]
+    path = write_conversations(tmp_path / "c.jsonl", convs)
+    assert read_conversations(path) == convs
+    assert from_dataset(to_dataset(convs)) == convs
+
+
+@pytest.mark.parametrize("record, match", [
+    ("{not json", r"logs.jsonl:2: not valid JSON"),
+    (json.dumps([1, 2]), r"logs.jsonl:2: a record must be a JSON object"),
+    (json.dumps({"id": "b", "messages": []}), r"logs.jsonl:2: missing field\(s\) \['goal'\]"),
+    (json.dumps({**GOOD, "id": ""}), r"logs.jsonl:2: field 'id' must be a non-empty string"),
+    (json.dumps({**GOOD, "id": "b", "messages": []}), r"logs.jsonl:2: field 'messages' must be a non-empty list"),
+    (json.dumps({**GOOD, "id": "b", "messages": [{"role": "system", "content": "x"}]}),
+     r"logs.jsonl:2: field messages\[0\]\.role is 'system'; expected one of"),
+    (json.dumps({**GOOD, "id": "b", "messages": [{"role": "user", "content": 3}]}), r"messages\[0\]\.content must be a string"),
+    (json.dumps({**GOOD, "id": "b", "messages": [{"role": "user"}]}), r"messages\[0\] must be \{'role', 'content'\}"),
+    (json.dumps(GOOD), r"id 'a' appears twice \(records 1 and 2\)"),
+])
+def test_bad_records_name_file_line_and_field(tmp_path, record, match):
+    path = _write(tmp_path, [json.dumps(GOOD), record])
+    with pytest.raises(ConversationFormatError, match=match):
+        read_conversations(path)
+
+
+def test_missing_and_empty_files(tmp_path):
+    with pytest.raises(ConversationFormatError, match="no such file"):
+        read_conversations(tmp_path / "nope.jsonl")
+    with pytest.raises(ConversationFormatError, match="no records"):
+        read_conversations(_write(tmp_path, [""]))
+
+
+def test_converters():
+    from shiftbounds.dialogue.exact import make_task, prepare_task, sample_logs
+    from shiftbounds.llm.taskmaster import load_reward_labels, load_tm4
+
+    tm4 = from_taskmaster4(load_tm4(limit=5))
+    assert len(tm4) == 5 and all(c.goal["order"] and c.turns("user") and c.turns("assistant") for c in tm4)
+    assert any(c.turns("tool") for c in tm4)  # the API calls
+    tm3 = from_taskmaster3(load_reward_labels("taskmaster3", limit=5))
+    assert tm3 and all(c.goal is None and c.turns("user") for c in tm3)
+    prep = prepare_task(make_task("guess_number", 3))
+    logs = sample_logs(prep, 4, rng=np.random.default_rng(0))
+    syn = from_hidden_goal(prep.task, logs)
+    assert [len(c.messages) for c in syn] == [2 * len(d.actions) for d in logs]
+    assert syn[0].goal == prep.task.goals[logs[0].goal] and syn[0].messages[0].content.startswith(("ask:", "propose:"))
+    # every converted conversation passes the boundary's validation
+    assert from_dataset(to_dataset(tm4 + tm3 + syn)) == tm4 + tm3 + syn
