@@ -217,6 +217,19 @@ class UserModel:
         p[ACCEPT], p[REJECT] = acc, 1.0 - acc
         return p
 
+    def reply(self, task: HiddenGoalTask, history: tuple, action: int, goal: int) -> np.ndarray:
+        """:meth:`response` after a raw history ``((a_0, k_0), (a_1, k_1), ...)`` of agent and user acts:
+        the turn, the earlier answer to ``action`` and the repeats are read off the history."""
+        answered: dict[int, int] = {}
+        repeats = 0
+        for a_j, k_j in history:
+            if task.is_question(a_j):
+                repeats += a_j in answered
+                if k_j in (YES, NO) and a_j not in answered:
+                    answered[a_j] = int(k_j == YES)
+        previous = answered.get(action, -1) if task.is_question(action) else -1
+        return self.response(task, action, goal, turn=len(history), previous=previous, repeats=repeats)
+
     def response(self, task: HiddenGoalTask, action: int, goal: int, *, turn: int = 0, previous: int = -1,
                  repeats: int = 0) -> np.ndarray:
         """``P(user act | agent act, goal, history)`` (see :meth:`question_response` for the history

@@ -1,0 +1,68 @@
+"""Chat models for simulators and agents: load any causal LM (a Hub id or a local folder) with its
+tokenizer and chat template, or build a tiny one offline (tests, CPU examples).
+
+A tiny model gets a byte-level BPE tokenizer trained on the given texts with the :data:`ROLE_MARKERS`
+as special tokens and :data:`CHAT_TEMPLATE`, a GPT-2 of the given size from a config, and is saved
+with ``save_pretrained`` so that every stage loads it like any other model.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterable
+
+import torch
+
+ROLE_MARKERS = ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|pad|>")
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>{% endif %}"
+)
+"""The chat template of tiny models: ``<|role|>content<|end|>`` per message; ``<|end|>`` is the EOS."""
+
+
+def build_tiny_chat_model(folder: str | Path, texts: Iterable[str], *, vocab_size: int = 512, d_model: int = 64,
+                          n_layer: int = 2, n_head: int = 4, max_len: int = 512, seed: int = 0) -> Path:
+    """Train a byte-level BPE tokenizer on ``texts``, build a GPT-2 of this size with random weights
+    (from ``seed``), save both (with :data:`CHAT_TEMPLATE`) to ``folder`` and return it."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
+
+    from shiftbounds.utils.seeding import torch_init_seed
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(ROLE_MARKERS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    core.train_from_iterator(list(texts), trainer)
+    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|end|>", pad_token="<|pad|>", bos_token="<|system|>",
+                                  additional_special_tokens=["<|user|>", "<|assistant|>"])
+    tok.chat_template = CHAT_TEMPLATE
+    cfg = GPT2Config(vocab_size=len(tok), n_positions=max_len, n_embd=d_model, n_layer=n_layer, n_head=n_head,
+                     bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    with torch_init_seed(seed, "tiny_chat_model"):
+        model = GPT2LMHeadModel(cfg)
+    folder = Path(folder)
+    model.save_pretrained(folder)
+    tok.save_pretrained(folder)
+    return folder
+
+
+def load_chat_model(name_or_path: str | Path, *, device: str | torch.device = "cpu"):
+    """``(model, tokenizer)`` from a Hub id or a local folder (``from_pretrained``); the tokenizer
+    must carry a chat template, and gets a pad token (its EOS) when it has none.
+
+    Raises:
+        ValueError: naming the model when its tokenizer has no chat template.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(str(name_or_path))
+    if not tok.chat_template:
+        raise ValueError(f"the tokenizer of {name_or_path} has no chat template; set tokenizer.chat_template and save it")
+    if tok.pad_token_id is None:
+        tok.pad_token = tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(str(name_or_path), torch_dtype=torch.float32).to(device)
+    return model.eval(), tok

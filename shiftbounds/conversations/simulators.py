@@ -1,0 +1,180 @@
+"""User simulators over chat messages: one protocol, three kinds.
+
+:class:`UserSimulator` is what a trainer needs between agent turns: ``reset(goal, seed=...)`` at
+the start of a dialogue, then ``respond(messages) -> (reply, done)`` after every agent turn, where
+``messages`` is the dialogue so far as ``[{"role": "user" | "assistant" | "tool", "content"}]``
+(the agent is ``assistant``; the simulator's own earlier replies are ``user``).
+
+* :class:`LMUser` — any causal LM with a chat template: the *prompted* simulator (a base or
+  instruction model with a persona prompt carrying the goal) and the *calibrated* one (the same,
+  after :func:`~shiftbounds.conversations.calibration.calibrate`; :meth:`LMUser.from_pretrained`
+  reads the persona from the folder's metadata). The model sees the dialogue with roles flipped
+  (:func:`simulator_view`): the agent's turns as ``user``, its own as ``assistant``.
+* :class:`HiddenGoalUser` — a synthetic hidden-goal task's explicit user model (memoryless or with
+  memory, sycophancy knobs included) on the tasks' text rendering: exact reply laws, for tests and
+  for checking the text path against the exact engine.
+* :class:`OrderingUser` — the rule-based sycophantic Taskmaster-4 customer
+  (:class:`shiftbounds.llm.dialogue.RuleUser`) behind the protocol.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+import torch
+
+from shiftbounds.utils.seeding import derive_seed, numpy_rng
+
+PERSONA = ("You are a user talking to an assistant. Your goal: {goal}. Reply briefly, as the user would, "
+           "and never reveal that you are a simulation.")
+"""The default persona prompt; ``{goal}`` is replaced by the goal as JSON."""
+
+
+@runtime_checkable
+class UserSimulator(Protocol):
+    """The protocol every user simulator follows (see the module docstring)."""
+
+    def reset(self, goal: Any, *, seed: int | None = None) -> None:
+        """Start a dialogue with ``goal``; ``seed`` fixes every draw of the dialogue."""
+
+    def respond(self, messages: list[dict]) -> tuple[str, bool]:
+        """The user's next message after ``messages`` and whether the user ends the dialogue."""
+
+
+def goal_text(goal: Any) -> str:
+    """A goal as persona text: strings as they are, anything else as compact JSON."""
+    return goal if isinstance(goal, str) else json.dumps(goal, sort_keys=True)
+
+
+def simulator_view(messages: list[dict], goal: Any, persona: str = PERSONA) -> list[dict]:
+    """The dialogue as a user-simulator LM reads it: a system prompt with the persona and goal, then
+    the agent's turns as ``user`` and the user's as ``assistant``; tool messages are not shown (a
+    user does not see the agent's API calls)."""
+    flip = {"assistant": "user", "user": "assistant"}
+    out = [{"role": "system", "content": persona.format(goal=goal_text(goal))}]
+    return out + [{"role": flip[m["role"]], "content": m["content"]} for m in messages if m["role"] in flip]
+
+
+class LMUser:
+    """A user simulator backed by a causal LM (prompted, or calibrated by SFT).
+
+    Args:
+        model, tokenizer: a causal LM and its tokenizer (with a chat template).
+        persona: the system prompt; ``{goal}`` is filled in at :meth:`reset`.
+        max_new_tokens, temperature: sampling of each reply (temperature 0: greedy).
+        done_marker: a reply containing it ends the dialogue.
+        name: label in reports (``"prompted"``, ``"calibrated"``).
+    """
+
+    def __init__(self, model, tokenizer, *, persona: str = PERSONA, max_new_tokens: int = 48, temperature: float = 1.0,
+                 done_marker: str = "[DONE]", name: str = "prompted") -> None:
+        if "{goal}" not in persona:
+            raise ValueError(f"persona must contain '{{goal}}' where the goal goes; got {persona!r}")
+        if temperature < 0 or max_new_tokens < 1:
+            raise ValueError(f"need temperature >= 0 and max_new_tokens >= 1; got {temperature}, {max_new_tokens}")
+        self.model, self.tokenizer = model, tokenizer
+        self.persona, self.max_new_tokens, self.temperature = persona, max_new_tokens, temperature
+        self.done_marker, self.name = done_marker, name
+        self.goal, self._seed, self._calls = None, 0, 0
+
+    @classmethod
+    def from_pretrained(cls, name_or_path: str | Path, **kw) -> "LMUser":
+        """Load a simulator from a Hub id or a folder; a folder written by
+        :func:`~shiftbounds.conversations.calibration.calibrate` supplies its persona and name."""
+        from shiftbounds.conversations.models import load_chat_model
+
+        model, tok = load_chat_model(name_or_path)
+        meta_path = Path(name_or_path) / "shiftbounds.json"
+        meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
+        kw.setdefault("persona", meta.get("persona", PERSONA))
+        kw.setdefault("name", meta.get("kind", "prompted"))
+        return cls(model, tok, **kw)
+
+    def reset(self, goal: Any, *, seed: int | None = None) -> None:
+        self.goal, self._seed, self._calls = goal, 0 if seed is None else seed, 0
+
+    def prompt_ids(self, messages: list[dict]) -> list[int]:
+        """The token ids the model reads before its reply."""
+        return list(self.tokenizer.apply_chat_template(simulator_view(messages, self.goal, self.persona),
+                                                       add_generation_prompt=True, tokenize=True, return_dict=False))
+
+    @torch.no_grad()
+    def respond(self, messages: list[dict]) -> tuple[str, bool]:
+        ids = torch.tensor([self.prompt_ids(messages)], device=self.model.device)
+        sample = self.temperature > 0
+        with torch.random.fork_rng(devices=[]):  # the reply's draws come from (seed, call), not the global state
+            torch.manual_seed(derive_seed(self._seed, "reply", self._calls) % 2**63)
+            out = self.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=self.max_new_tokens,
+                                      do_sample=sample, temperature=self.temperature if sample else None, top_k=None, top_p=None,
+                                      eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id)
+        self._calls += 1
+        reply = self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True).strip()
+        return reply, self.done_marker in reply
+
+
+class HiddenGoalUser:
+    """A hidden-goal task's explicit user model on the text rendering of
+    :func:`~shiftbounds.conversations.records.from_hidden_goal` (agent messages are act names such as
+    ``"ask:>=2"``; replies are user act names such as ``"yes"`` or ``"quit"``). The reply law is the
+    model's own (:meth:`~shiftbounds.dialogue.tasks.UserModel.response`), with its memory read off the
+    messages; the dialogue ends when the user accepts or quits, and the goal is a goal name."""
+
+    def __init__(self, task, model) -> None:
+        from shiftbounds.dialogue.tasks import ENDING_ACTS, user_acts
+
+        self.task, self.model = task, model
+        self._acts, self._ending = user_acts(task), ENDING_ACTS
+        self._agent = {n: i for i, n in enumerate(task.agent_acts)}
+        self._user = {n: i for i, n in enumerate(self._acts)}
+        self.goal, self._rng = None, numpy_rng(0)
+
+    def reset(self, goal: Any, *, seed: int | None = None) -> None:
+        if goal not in self.task.goals:
+            raise ValueError(f"goal {goal!r} is not one of the task's goals {list(self.task.goals)}")
+        self.goal, self._rng = self.task.goals.index(goal), numpy_rng(0 if seed is None else seed, "hidden_goal_user")
+
+    def reply_law(self, messages: list[dict]) -> np.ndarray:
+        """``P(user act | history)`` after the last agent message."""
+        history, action = [], None
+        for m in messages:
+            if m["role"] == "assistant":
+                if m["content"] not in self._agent:
+                    raise ValueError(f"agent message {m['content']!r} is not an act of {self.task.name}; expected one of "
+                                     f"{list(self.task.agent_acts)}")
+                action = self._agent[m["content"]]
+            elif m["role"] == "user" and action is not None:
+                history.append((action, self._user[m["content"]]))
+                action = None
+        if action is None:
+            raise ValueError("the last message must be the agent's")
+        return self.model.reply(self.task, tuple(history), action, self.goal)
+
+    def respond(self, messages: list[dict]) -> tuple[str, bool]:
+        k = int(self._rng.choice(len(self._acts), p=self.reply_law(messages)))
+        return self._acts[k], k in self._ending
+
+
+class OrderingUser:
+    """The rule-based sycophantic Taskmaster-4 customer behind the protocol; the goal is a record's
+    ``{"order": [{"item", "quantity", "options"}]}``, and an accepted order ends the dialogue."""
+
+    def __init__(self, accept_wrong: float = 0.3, leak: float = 0.2) -> None:
+        from shiftbounds.llm.dialogue import RuleUser
+
+        self.rule = RuleUser(accept_wrong, leak)
+        self.goal, self._rng = (), numpy_rng(0)
+
+    def reset(self, goal: Any, *, seed: int | None = None) -> None:
+        from shiftbounds.llm.taskmaster import OrderItem
+
+        self.goal = tuple(OrderItem(g["item"], int(g.get("quantity", 1)), tuple(g.get("options", ()))) for g in goal["order"])
+        self._rng = numpy_rng(0 if seed is None else seed, "ordering_user")
+
+    def respond(self, messages: list[dict]) -> tuple[str, bool]:
+        agent_text = " ".join(m["content"] for m in messages if m["role"] in ("assistant", "tool"))
+        turn = sum(m["role"] == "user" for m in messages)
+        reply = self.rule.reply(self.goal, agent_text, turn, self._rng)
+        return reply, reply.startswith("yes, that's right")

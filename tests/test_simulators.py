@@ -1,0 +1,108 @@
+"""User simulators over chat messages and their calibration with TRL's SFTTrainer (tiny models
+built from a config offline)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from shiftbounds.conversations import Conversation, Message, from_hidden_goal
+from shiftbounds.conversations.calibration import METADATA, CalibrationConfig, calibrate, sft_trainer, user_turn_examples
+from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
+from shiftbounds.conversations.simulators import HiddenGoalUser, LMUser, OrderingUser, UserSimulator, simulator_view
+from shiftbounds.dialogue.exact import make_task, prepare_task, sample_logs
+from shiftbounds.dialogue.tasks import memory_user, prompted_simulator
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    prep = prepare_task(make_task("guess_number", 3))
+    convs = from_hidden_goal(prep.task, sample_logs(prep, 60, rng=np.random.default_rng(0)))
+    texts = [m.content for c in convs for m in c.messages] + ["You are a user talking to an assistant. Your goal:"]
+    base = build_tiny_chat_model(tmp_path_factory.mktemp("base"), texts, vocab_size=300, d_model=32, n_layer=1)
+    return prep, convs, base
+
+
+def test_simulator_view_flips_roles_and_hides_tools():
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "order?"}, {"role": "tool", "content": "{}"}]
+    view = simulator_view(msgs, {"order": ["latte"]}, "Goal: {goal}")
+    assert view == [{"role": "system", "content": 'Goal: {"order": ["latte"]}'}, {"role": "assistant", "content": "hi"},
+                    {"role": "user", "content": "order?"}]
+
+
+def test_every_simulator_follows_the_protocol(synthetic):
+    prep, convs, base = synthetic
+    model, tok = load_chat_model(base)
+    sims = [LMUser(model, tok, max_new_tokens=3), HiddenGoalUser(prep.task, memory_user(prep.task)), OrderingUser()]
+    goals = [convs[0].goal, convs[0].goal, {"order": [{"item": "latte", "quantity": 1, "options": []}]}]
+    for sim, goal in zip(sims, goals):
+        assert isinstance(sim, UserSimulator)
+        sim.reset(goal, seed=3)
+        first = sim.respond([{"role": "assistant", "content": "ask:>=1"}])
+        sim.reset(goal, seed=3)
+        assert sim.respond([{"role": "assistant", "content": "ask:>=1"}]) == first  # the seed fixes the draws
+        assert isinstance(first[0], str) and isinstance(first[1], bool)
+
+
+def test_hidden_goal_user_reads_its_memory_off_the_messages(synthetic):
+    prep, _, _ = synthetic
+    task = prep.task
+    real = memory_user(task)
+    user = HiddenGoalUser(task, real)
+    user.reset(task.goals[2], seed=0)
+    msgs = [{"role": "assistant", "content": "ask:>=1"}, {"role": "user", "content": "no"},  # a wrong answer
+            {"role": "assistant", "content": "ask:>=1"}]
+    law = user.reply_law(msgs)
+    np.testing.assert_allclose(law, real.response(task, 0, 2, turn=1, previous=0, repeats=0))
+    assert law[1] > 0 and law[0] == 0  # consistent: repeats its wrong "no"
+    user_sim = HiddenGoalUser(task, prompted_simulator(1.0, 0.0))
+    user_sim.reset(task.goals[0], seed=0)
+    assert user_sim.respond([{"role": "assistant", "content": "propose:2"}]) == ("accept", True)  # sycophantic
+    with pytest.raises(ValueError, match="is not an act of guess_number"):
+        user.reply_law([{"role": "assistant", "content": "hello"}])
+    with pytest.raises(ValueError, match="is not one of the task's goals"):
+        user.reset("seven")
+
+
+def test_calibration_trains_on_user_turns_only(synthetic, tmp_path):
+    """The SFT labels are exactly the user turns' tokens (and their end marker): never the persona,
+    the goal or the agent's turns."""
+    prep, convs, base = synthetic
+    model, tok = load_chat_model(base)
+    examples = user_turn_examples(convs[:4])
+    assert len(examples) == sum(len(c.turns("user")) for c in convs[:4])
+    trainer = sft_trainer(convs[:4], model, tok, CalibrationConfig(steps=1, batch=4), tmp_path)
+    batch = next(iter(trainer.get_train_dataloader()))
+    targets = set()
+    for ex in examples:
+        targets.add(ex["completion"][0]["content"])
+    for ids, labels in zip(batch["input_ids"], batch["labels"]):
+        kept = ids[labels != -100]
+        assert len(kept) > 0
+        text = tok.decode(kept, skip_special_tokens=True).strip()
+        assert text in targets, text
+        assert tok.decode(kept).endswith("<|end|>")
+
+
+def test_calibrate_saves_a_simulator_that_loads_back(synthetic, tmp_path):
+    prep, convs, base = synthetic
+    out = calibrate(convs, base, tmp_path / "sim", CalibrationConfig(steps=3, batch=4, persona="Be the user. Goal: {goal}"))
+    meta = json.loads((out / METADATA).read_text())
+    assert meta["kind"] == "calibrated" and meta["n_user_turns"] == sum(len(c.turns("user")) for c in convs)
+    sim = LMUser.from_pretrained(out, max_new_tokens=3)
+    assert sim.name == "calibrated" and sim.persona == "Be the user. Goal: {goal}"
+    base_model, _ = load_chat_model(base)
+    ids = torch.tensor([sim.prompt_ids([{"role": "assistant", "content": "ask:>=1"}])])
+    assert not torch.allclose(sim.model(ids).logits, base_model(ids).logits)  # the weights moved
+    reloaded = LMUser.from_pretrained(out, max_new_tokens=3)
+    torch.testing.assert_close(reloaded.model(ids).logits, sim.model(ids).logits)
+
+
+def test_bad_inputs_are_named():
+    with pytest.raises(ValueError, match="persona must contain"):
+        CalibrationConfig(persona="no goal here")
+    with pytest.raises(ValueError, match="no user turn"):
+        user_turn_examples([Conversation("x", "g", (Message("assistant", "hi"),))])
