@@ -61,8 +61,9 @@ def test_hidden_goal_user_reads_its_memory_off_the_messages(synthetic):
     user_sim = HiddenGoalUser(task, prompted_simulator(1.0, 0.0))
     user_sim.reset(task.goals[0], seed=0)
     assert user_sim.respond([{"role": "assistant", "content": "propose:2"}]) == ("accept", True)  # sycophantic
+    assert user.respond([{"role": "assistant", "content": "hello"}]) == ("clarify", False)  # not an act
     with pytest.raises(ValueError, match="is not an act of guess_number"):
-        user.reply_law([{"role": "assistant", "content": "hello"}])
+        HiddenGoalUser(task, real, strict=True).reply_law([{"role": "assistant", "content": "hello"}])
     with pytest.raises(ValueError, match="is not one of the task's goals"):
         user.reset("seven")
 

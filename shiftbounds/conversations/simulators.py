@@ -120,12 +120,14 @@ class HiddenGoalUser:
     :func:`~shiftbounds.conversations.records.from_hidden_goal` (agent messages are act names such as
     ``"ask:>=2"``; replies are user act names such as ``"yes"`` or ``"quit"``). The reply law is the
     model's own (:meth:`~shiftbounds.dialogue.tasks.UserModel.response`), with its memory read off the
-    messages; the dialogue ends when the user accepts or quits, and the goal is a goal name."""
+    messages; the dialogue ends when the user accepts or quits, and the goal is a goal name. An agent
+    message that is no act of the task (an untrained agent's text) is answered with ``"clarify"``
+    and left out of the user's memory, unless ``strict``, where it is an error."""
 
-    def __init__(self, task, model) -> None:
+    def __init__(self, task, model, *, strict: bool = False) -> None:
         from shiftbounds.dialogue.tasks import ENDING_ACTS, user_acts
 
-        self.task, self.model = task, model
+        self.task, self.model, self.strict = task, model, strict
         self._acts, self._ending = user_acts(task), ENDING_ACTS
         self._agent = {n: i for i, n in enumerate(task.agent_acts)}
         self._user = {n: i for i, n in enumerate(self._acts)}
@@ -138,18 +140,24 @@ class HiddenGoalUser:
 
     def reply_law(self, messages: list[dict]) -> np.ndarray:
         """``P(user act | history)`` after the last agent message."""
+        from shiftbounds.dialogue.tasks import CLARIFY
+
         history, action = [], None
+        if not messages or messages[-1]["role"] != "assistant":
+            raise ValueError("the last message must be the agent's")
         for m in messages:
             if m["role"] == "assistant":
-                if m["content"] not in self._agent:
+                action = self._agent.get(m["content"])
+                if action is None and self.strict:
                     raise ValueError(f"agent message {m['content']!r} is not an act of {self.task.name}; expected one of "
                                      f"{list(self.task.agent_acts)}")
-                action = self._agent[m["content"]]
             elif m["role"] == "user" and action is not None:
                 history.append((action, self._user[m["content"]]))
                 action = None
-        if action is None:
-            raise ValueError("the last message must be the agent's")
+        if action is None:  # not an act: the user asks what was meant
+            law = np.zeros(len(self._acts))
+            law[CLARIFY] = 1.0
+            return law
         return self.model.reply(self.task, tuple(history), action, self.goal)
 
     def respond(self, messages: list[dict]) -> tuple[str, bool]:

@@ -1,0 +1,101 @@
+"""Multi-turn rollouts through TRL's GRPOTrainer: masks, the judge's reward reaching the trainer,
+Static Context RL on logged contexts (tiny models built offline)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import torch
+
+from shiftbounds.conversations import from_hidden_goal
+from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
+from shiftbounds.conversations.rollouts import (
+    agent_prompt,
+    hidden_goal_judge,
+    judge_reward_func,
+    make_rollout_func,
+    rollout_dialogue,
+    static_context_dataset,
+    static_reward_func,
+)
+from shiftbounds.conversations.simulators import HiddenGoalUser
+from shiftbounds.dialogue.exact import make_task, prepare_task, sample_logs
+from shiftbounds.dialogue.tasks import prompted_simulator
+
+os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    prep = prepare_task(make_task("guess_number", 3))
+    convs = from_hidden_goal(prep.task, sample_logs(prep, 40, rng=np.random.default_rng(0)))
+    texts = [m.content for c in convs for m in c.messages] + ["You are the agent."]
+    base = build_tiny_chat_model(tmp_path_factory.mktemp("agent"), texts, vocab_size=300, d_model=32, n_layer=1)
+    return prep, convs, base
+
+
+def test_env_mask_marks_exactly_the_agent_tokens(setup):
+    prep, convs, base = setup
+    model, tok = load_chat_model(base)
+    user = HiddenGoalUser(prep.task, prompted_simulator(0.3, 0.2))
+    out = rollout_dialogue(model, tok, agent_prompt("You are the agent.", convs[0].id), convs[0].goal, user,
+                           hidden_goal_judge(prep.task), max_turns=3, max_new_tokens=5, temperature=1.0, seed=0)
+    ids, mask = np.array(out["completion_ids"]), np.array(out["env_mask"])
+    assert len(ids) == len(mask) == len(out["logprobs"]) and mask.sum() > 0 and (mask == 0).any()
+    assert all(lp == 0.0 for lp, m in zip(out["logprobs"], mask) if m == 0)
+    assert all(lp <= 0.0 for lp in out["logprobs"])
+    # every user reply appears in the masked-out tokens, and none of the agent's tokens carries one
+    hidden = tok.decode(ids[mask == 0].tolist())
+    for m in out["messages"][:-1]:
+        if m["role"] == "user":
+            assert f"<|user|>{m['content']}<|end|>" in hidden
+    assert "<|user|>" not in tok.decode(ids[mask == 1].tolist())
+    # the whole dialogue re-renders to the same prefix structure: prompt, then agent / user turns
+    again = rollout_dialogue(model, tok, agent_prompt("You are the agent.", convs[0].id), convs[0].goal,
+                             HiddenGoalUser(prep.task, prompted_simulator(0.3, 0.2)), hidden_goal_judge(prep.task),
+                             max_turns=3, max_new_tokens=5, temperature=1.0, seed=0)
+    assert again["completion_ids"] == out["completion_ids"]  # seeded: the same dialogue
+
+
+def test_judge_reward_reaches_the_trainer_and_moves_the_agent(setup, tmp_path):
+    """GRPO with the rollout: the trainer's logged reward is the judge's, and a reward with
+    variance changes the weights; one GRPOConfig shape serves Interactive and Static Context RL."""
+    from datasets import Dataset
+    from trl import GRPOConfig, GRPOTrainer
+
+    prep, convs, base = setup
+    goals = {c.id: c.goal for c in convs[:8]}
+    given = []
+
+    def judge(goal, messages):  # rewards longer first agent turns: variance within each group
+        r = float(len(messages[0]["content"]))
+        given.append(r)
+        return r
+
+    rollout = make_rollout_func(goals, lambda: HiddenGoalUser(prep.task, prompted_simulator(0.3, 0.2)), judge,
+                                max_turns=2, max_new_tokens=6)
+    _, tok = load_chat_model(base)
+    args = GRPOConfig(output_dir=str(tmp_path / "grpo"), max_steps=2, per_device_train_batch_size=4, num_generations=2,
+                      beta=0.0, learning_rate=1e-2, report_to=[], logging_steps=1, save_strategy="no", bf16=False,
+                      max_completion_length=64, disable_tqdm=True, seed=0)
+    trainer = GRPOTrainer(model=str(base), reward_funcs=judge_reward_func, args=args,
+                          train_dataset=Dataset.from_list([{"prompt": agent_prompt("You are the agent.", k)} for k in goals]),
+                          processing_class=tok, rollout_func=rollout)
+    before = [p.detach().clone() for p in trainer.model.parameters()]
+    trainer.train()
+    logged = [h["reward"] for h in trainer.state.log_history if "reward" in h]
+    assert len(logged) == 2 and len(given) == 8
+    np.testing.assert_allclose(logged, [np.mean(given[:4]), np.mean(given[4:])], rtol=1e-5)
+    assert any(not torch.equal(a, b) for a, b in zip(before, trainer.model.parameters()))
+
+    ds, keys = static_context_dataset(convs[:3], "You are the agent.")
+    assert len(ds) == sum(len(c.turns("assistant")) for c in convs[:3])
+    reward = static_reward_func(keys, hidden_goal_judge(prep.task))
+    row = ds[0]["prompt"]
+    goal = keys[row[0]["content"].rsplit("[conversation ", 1)[1][:-1]]
+    assert reward([row], [[{"role": "assistant", "content": f"propose:{goal}"}]]) == [1.0]
+    static = GRPOTrainer(model=str(base), reward_funcs=reward, args=args, train_dataset=ds, processing_class=tok)
+    static.train()
+    assert [h["reward"] for h in static.state.log_history if "reward" in h]
