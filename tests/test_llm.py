@@ -164,7 +164,7 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     # saved stages are never mixed with other settings
     from experiments import real_dialogue
 
-    with pytest.raises(ValueError, match="sft_steps: saved 4, now 5"):
+    with pytest.raises(SystemExit, match=r"error: .*\(sft_steps: saved 4, now 5\)"):
         real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r"), "--sft-steps", "5"])
 
 

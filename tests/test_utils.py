@@ -138,7 +138,11 @@ def test_guard_resume_skips_config_fields_marked_resume_false(tmp_path):
         steps: int = 10
         out_dir: str = field(default="a", metadata={"resume": False})
 
+    orphan = tmp_path / "seed0" / ".agent.pt.x1y2.tmp"  # what a process killed mid-write leaves
+    orphan.parent.mkdir()
+    orphan.write_text("partial")
     guard_resume(tmp_path, Cfg())
+    assert not orphan.exists()
     assert read_json(tmp_path / "config.json")["config"] == {"steps": 10, "out_dir": "a"}
     guard_resume(tmp_path, Cfg(out_dir="elsewhere"))
     with pytest.raises(ValueError, match="steps: saved 10, now 11"):

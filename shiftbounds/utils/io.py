@@ -175,7 +175,8 @@ def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] =
     run computes — the output folder, say, or which of several cached sweeps to tabulate — so they
     may differ; any other difference raises :class:`StaleFolderError` naming each changed setting with its
     saved and new value. This is the one guard of every experiment; a folder without a
-    ``config.json`` is adopted.
+    ``config.json`` is adopted. Temporary files of atomic writes that a killed run left behind
+    (``.<name>.<random>.tmp``, never a result) are removed.
     """
     path = Path(folder) / "config.json"
     full = asdict(config) if is_dataclass(config) and not isinstance(config, type) else dict(config)
@@ -190,6 +191,7 @@ def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] =
             diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in changed)
             raise StaleFolderError(f"{folder} holds results computed under other settings ({diffs}); "
                              "pass a fresh --out-dir or delete that folder to start over")
-    full = asdict(config) if is_dataclass(config) and not isinstance(config, type) else dict(config)
+    for orphan in Path(folder).rglob(".*.tmp"):  # from _atomic_replace of a killed process
+        orphan.unlink()
     write_json(path, {"config": full, "environment": run_environment()})
     return path
