@@ -26,7 +26,6 @@ from shiftbounds.dialogue.tasks import (
 )
 from shiftbounds.shift import kernel_error
 from shiftbounds.tabular import expected_return, occupancy, optimal_policy
-from tests.histories import reply_from_history
 
 TINY = {
     "guess3": lambda src: guess_number(3, horizon=3, reward_source=src),
@@ -48,7 +47,7 @@ def generative_return(task, model: UserModel, policy: np.ndarray, space) -> floa
         for a in range(task.n_actions):
             if policy[t, s, a] == 0:
                 continue
-            p_act = reply_from_history(task, model, history, a, goal)
+            p_act = model.reply(task, history, a, goal)  # read off the raw history, not the summary
             if task.is_question(a):
                 r = 0.0
             elif task.reward_source == "judge":

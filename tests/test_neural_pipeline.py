@@ -18,7 +18,6 @@ from shiftbounds.dialogue.tasks import guess_number, prompted_simulator
 from shiftbounds.dialogue.tokens import BOS, PAD, Vocab, encode
 from shiftbounds.dialogue.summary import build_space
 from shiftbounds.dialogue.agents import data_policy
-from tests.histories import reply_from_history
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +73,8 @@ def test_rollout_records_exact_distributions(tiny):
             if a < 0:
                 break
             x = int(ro_s.goals[i])
-            np.testing.assert_allclose(ro_s.real_probs[i, t].numpy(), reply_from_history(prep.task, prep.real, history, a, x), atol=1e-6)
-            np.testing.assert_allclose(ro_s.user_probs[i, t].numpy(), reply_from_history(prep.task, sim.model, history, a, x), atol=1e-6)
+            np.testing.assert_allclose(ro_s.real_probs[i, t].numpy(), prep.real.reply(prep.task, history, a, x), atol=1e-6)
+            np.testing.assert_allclose(ro_s.user_probs[i, t].numpy(), sim.model.reply(prep.task, history, a, x), atol=1e-6)
             history += ((a, k),)
     # real users never accept a wrong proposal: acceptance equals the judge
     torch.testing.assert_close(ro.accept_rewards, ro.judge_rewards)
