@@ -193,10 +193,16 @@ def _pairs_user(dialogues) -> list[tuple[str, str, int]]:
     return out
 
 
-def _sft(model, tok, pairs, cfg, dev, rng):
-    batches = (make_batch(tok, [pairs[j][:2] for j in rng.integers(len(pairs), size=cfg.batch)], cfg.max_len).to(dev)
-               for _ in range(cfg.sft_steps))
-    fit(model, span_nll, batches, cfg.lr)
+def _sft(model, tok, pairs, cfg, dev, rng, label: str = "sft"):
+    """SFT for ``cfg.sft_steps`` steps, with per-step progress (and ETA) on the main process."""
+    prog = Progress(cfg.sft_steps, f"real_dialogue {label}", min_interval=10.0, enabled=init_from_env().is_main)
+
+    def batches():
+        for _ in range(cfg.sft_steps):
+            yield make_batch(tok, [pairs[j][:2] for j in rng.integers(len(pairs), size=cfg.batch)], cfg.max_len).to(dev)
+            prog.update()
+
+    fit(model, span_nll, batches(), cfg.lr)
     return model.eval()
 
 
@@ -301,13 +307,13 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     base, tok, dev = _lm(cfg.user_model, cfg, cfg.seed + 1)
     base.eval()
     fresh_user = lambda: _lm(cfg.user_model, cfg, cfg.seed + 1)[0]  # noqa: E731
-    calibrated = st.model("user_calibrated", fresh_user, lambda: _sft(copy.deepcopy(base), tok, _pairs_user(train), cfg, dev, st.rng(3)))
-    real_model = st.model("user_heldout", fresh_user, lambda: _sft(copy.deepcopy(base), tok, _pairs_user(held), cfg, dev, st.rng(4)))
+    calibrated = st.model("user_calibrated", fresh_user, lambda: _sft(copy.deepcopy(base), tok, _pairs_user(train), cfg, dev, st.rng(3), "user_calibrated"))
+    real_model = st.model("user_heldout", fresh_user, lambda: _sft(copy.deepcopy(base), tok, _pairs_user(held), cfg, dev, st.rng(4), "user_heldout"))
     prog.update(note="user models")
     # 4. realism on held-out human user turns (the calibration split: unseen by both user models)
     tm3 = user_turn_examples("taskmaster3", cfg.data_dir or None, cfg.n_tm3_turns)
     tm3_train, _, tm3_held = split_by_dialogue(tm3, rng=st.rng(5))
-    tm3_cal = st.model("user_calibrated_tm3", fresh_user, lambda: _sft(copy.deepcopy(base), tok, tm3_train, cfg, dev, st.rng(6)))
+    tm3_cal = st.model("user_calibrated_tm3", fresh_user, lambda: _sft(copy.deepcopy(base), tok, tm3_train, cfg, dev, st.rng(6), "user_calibrated_tm3"))
 
     def realism_stage() -> dict:
         eval_pairs = _pairs_user(calib)
@@ -354,7 +360,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     # 5. agent: SFT, then the three paradigms (goals sharded over ranks, DDP-averaged gradients)
     agent_tmpl = lambda: _lm(cfg.policy_model, cfg, cfg.seed + 2)[0]  # noqa: E731
     _, atok, adev = _lm(cfg.policy_model, cfg, cfg.seed + 2)
-    agent0 = st.model("agent_sft", agent_tmpl, lambda: _sft(agent_tmpl(), atok, _pairs_agent(train), cfg, adev, st.rng(7)))
+    agent0 = st.model("agent_sft", agent_tmpl, lambda: _sft(agent_tmpl(), atok, _pairs_agent(train), cfg, adev, st.rng(7), "agent_sft"))
     prog.update(note="SFT agent")
     goals = [d.goal for d in train]
     eval_goals = shard([d.goal for d in held][: cfg.n_eval], info)
@@ -384,7 +390,9 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
         net = wrap(policy, info)
         opt = torch.optim.AdamW(net.parameters(), lr=cfg.rl_lr, weight_decay=0.0)
         curve = []
+        rl_prog = Progress(cfg.rl_steps, f"real_dialogue rl_{paradigm}", min_interval=10.0, enabled=info.is_main)
         for step in range(cfg.rl_steps):
+            rl_prog.update(note=f"step {step + 1}")
             # ---------------------------------------------------------------- ALGO LOGIC
             if paradigm == "static":
                 pairs = _pairs_agent([train[j] for j in rng.integers(len(train), size=cfg.goals_per_step)])[: cfg.goals_per_step]
