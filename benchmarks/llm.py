@@ -49,7 +49,7 @@ class LLMBenchConfig:
             raise ValueError(f"--batch, --new, --repeats must be >= 1 and --peak-tflops > 0; got {self}")
 
 
-PRESETS = {"default": {}, "smoke": {"batch": 2, "new": 4, "repeats": 1, "out_dir": "results/benchmarks/llm/smoke"}}
+PRESETS = {"default": {}, "smoke": {"batch": 2, "new": 4, "repeats": 1}}
 
 
 def main(argv: list[str] | None = None) -> dict:

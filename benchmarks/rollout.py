@@ -45,7 +45,7 @@ class RolloutBenchConfig:
             raise ValueError(f"--batch, --horizon and --repeats must be >= 1; got {self.batch}, {self.horizon}, {self.repeats}")
 
 
-PRESETS = {"default": {}, "smoke": {"batch": 8, "horizon": 3, "repeats": 1, "out_dir": "results/benchmarks/rollout/smoke"}}
+PRESETS = {"default": {}, "smoke": {"batch": 8, "horizon": 3, "repeats": 1}}
 
 
 @torch.no_grad()

@@ -56,7 +56,7 @@ class TabularBenchConfig:
 PRESETS = {
     "default": {},
     "smoke": {"batch": 8, "H": 4, "S": 8, "A": 3, "loop_mdps": 2, "toolbox_mdps": 2, "repeats": 1,
-              "bandwidth_repeats": 2, "out_dir": "results/benchmarks/tabular/smoke"},
+              "bandwidth_repeats": 2},
 }
 
 

@@ -126,9 +126,9 @@ def _base_values(cls: type, presets: Mapping[str, Mapping[str, Any]], preset: st
                  name: str) -> dict[str, Any]:
     values = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
     values.update(presets[preset])
-    if config_file:
-        values.update(load_config_file(config_file, cls))
-    if "out_dir" in values and "out_dir" not in presets[preset] and not (config_file and "out_dir" in load_config_file(config_file, cls)):
+    from_file = load_config_file(config_file, cls) if config_file else {}
+    values.update(from_file)
+    if "out_dir" in values and "out_dir" not in presets[preset] and "out_dir" not in from_file:
         values["out_dir"] = f"results/{name}/{preset}"
     return values
 
@@ -178,7 +178,8 @@ def parse_config(cls: type[C], description: str, presets: Mapping[str, Mapping[s
     pre.add_argument("--preset", default="default")
     pre.add_argument("--config")
     known, _ = pre.parse_known_args(argv)
-    short = name.rsplit(".", 1)[-1]
+    # experiments.x -> results/x/<preset>; benchmarks.x -> results/benchmarks/x/<preset>
+    short = name.rsplit(".", 1)[-1] if not name.startswith("benchmarks.") else name.replace(".", "/")
     preset = known.preset if known.preset in presets else "default"
     try:
         parser = build_parser(cls, description, presets, name=short, preset=preset, config_file=known.config)
