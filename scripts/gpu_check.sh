@@ -30,8 +30,8 @@ log "2b. modadd paper preset, reduced"
 python -m experiments.modadd "${MODADD[@]}" --device "$DEVICE" --out-dir "$OUT/modadd" > "$OUT/modadd.txt"
 log "3. transformers benchmark (GPU half when a GPU is present)"
 if [ "$DEVICE" = cuda ]; then
-  python -m benchmarks.llm --batch 32 --new 128 --repeats 3 > "$OUT/benchmark_llm.txt"
+  python -m benchmarks.llm --batch 32 --new 128 --repeats 3 --out-dir "$OUT/benchmark_llm" > "$OUT/benchmark_llm.txt"
 else
-  python -m benchmarks.llm --batch 2 --new 4 --repeats 1 > "$OUT/benchmark_llm.txt"
+  python -m benchmarks.llm --preset smoke --out-dir "$OUT/benchmark_llm" > "$OUT/benchmark_llm.txt"
 fi
 log "done"
