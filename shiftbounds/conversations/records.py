@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from shiftbounds.utils.io import atomic_write_text
+from shiftbounds.utils.io import atomic_write_text, jsonl_records
 
 ROLES = ("user", "assistant", "tool")
 """Message roles of a logged conversation (the system prompt is built from the goal, not logged)."""
@@ -98,16 +98,7 @@ def read_conversations(path: str | Path) -> list[Conversation]:
     path = Path(path)
     if not path.is_file():
         raise ConversationFormatError(f"{path}: no such file")
-    out = []
-    for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ConversationFormatError(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
-        out.append(parse_record(rec, where))
+    out = [parse_record(rec, where) for where, rec in jsonl_records(path, ConversationFormatError)]
     if not out:
         raise ConversationFormatError(f"{path}: no records")
     _check_unique(out, str(path))

@@ -22,7 +22,7 @@ import numpy as np
 
 from shiftbounds.dialogue.summary import SummarySpace, next_state, response_table
 from shiftbounds.dialogue.tasks import HiddenGoalTask, UserModel, user_acts
-from shiftbounds.utils.io import atomic_write_text
+from shiftbounds.utils.io import atomic_write_text, jsonl_records
 
 
 @dataclass(frozen=True)
@@ -114,14 +114,7 @@ def read_jsonl(path: str | Path, space: SummarySpace) -> list[Dialogue]:
     u_idx = {n: i for i, n in enumerate(user_acts(task))}
     g_idx = {n: i for i, n in enumerate(task.goals)}
     out = []
-    for lineno, line in enumerate(Path(path).read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: not valid JSON ({exc})") from exc
+    for where, rec in jsonl_records(path):
         if rec.get("task") != task.name:
             raise ValueError(f"{where}: task {rec.get('task')!r} does not match {task.name!r}")
         if rec.get("goal") not in g_idx:

@@ -72,6 +72,19 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
     return atomic_write_text(path, json.dumps(_jsonable(obj), indent=2, sort_keys=False) + "\n")
 
 
+def jsonl_records(path: str | os.PathLike, error: type[Exception] = ValueError):
+    """Yield ``(where, record)`` for every non-blank line of a JSONL file, ``where`` being
+    ``"<path>:<line>"``; a line that is not JSON raises ``error`` naming it."""
+    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        where = f"{path}:{lineno}"
+        try:
+            yield where, json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise error(f"{where}: not valid JSON ({exc.msg} at column {exc.colno})") from exc
+
+
 def read_json(path: str | os.PathLike) -> Any:
     """Read a JSON file; the error names the file when it is not valid JSON."""
     try:
