@@ -358,7 +358,8 @@ def summarise(cfg: PipelineConfig, runs: list[dict]) -> tuple[list[dict], list[d
             for p, r in zip(ps, rs):
                 for c in p["curve"]:
                     curves.append({"task": task, "paradigm": arm, "seed": r["seed"], "step": c["step"],
-                                   "agent_tokens": c["agent_tokens"], "J_real": c["J_real"], "J_sim": c.get("J_sim")})
+                                   "agent_tokens": c["agent_tokens"], "J_real": c["J_real"], "J_sim": c.get("J_sim"),
+                                   "pg": c.get("pg"), "kl": c.get("kl")})
         for name in rs[0]["simulators"]:
             ss = [r["simulators"][name] for r in rs]
             row = {"task": task, "user_model": name}

@@ -69,7 +69,7 @@ from shiftbounds.llm.training import (
     span_nll,
 )
 from shiftbounds.utils.cli import exit_on_stale, parse_config
-from shiftbounds.losses import group_advantages, policy_gradient_loss
+from shiftbounds.losses import group_advantages, policy_gradient_loss, token_log_probs
 from shiftbounds.utils.io import (atomic_torch_save, atomic_write_text, guard_resume, markdown_table, read_json, write_csv,
                                   write_json)
 from shiftbounds.utils.progress import Progress
@@ -406,11 +406,12 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
                 b = make_batch(atok, list(zip(ctxs, gens)), cfg.max_len).to(adev)
                 with torch.no_grad():
                     reward = torch.sigmoid(reward_model(b.input_ids, b.attention_mask))
-                    ref = agent0(input_ids=b.input_ids, attention_mask=b.attention_mask).logits[:, :-1].float()
-                    ref = torch.log_softmax(ref, -1).gather(-1, b.input_ids[:, 1:, None])[..., 0]
-                logits = net(input_ids=b.input_ids, attention_mask=b.attention_mask).logits[:, :-1].float()
-                logp = torch.log_softmax(logits, -1).gather(-1, b.input_ids[:, 1:, None])[..., 0]
-                loss = policy_gradient_loss(logp, ref, group_advantages(reward, cfg.group), b.target_mask, cfg.kl_coef).total
+                    ref = token_log_probs(agent0(input_ids=b.input_ids, attention_mask=b.attention_mask).logits,
+                                          b.input_ids, shift=True)
+                logp = token_log_probs(net(input_ids=b.input_ids, attention_mask=b.attention_mask).logits, b.input_ids,
+                                       shift=True)
+                loss = policy_gradient_loss(logp, group_advantages(reward, cfg.group), b.target_mask, cfg.kl_coef,
+                                            ref_log_probs=ref).total
             else:
                 chosen = shard([goals[j] for j in rng.integers(len(goals), size=cfg.goals_per_step)], info)
                 policy.eval()
@@ -419,7 +420,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
                                        max_context=cfg.max_len - cfg.max_new)
                 policy.train()
                 reward = torch.tensor([r.success for r in rolls], dtype=torch.float)
-                loss = dialogue_pg_loss(net, agent0, rolls, reward, cfg.group, cfg.kl_coef, atok.pad_token_id)
+                loss = dialogue_pg_loss(net, agent0, rolls, reward, cfg.group, cfg.kl_coef, atok.pad_token_id).total
             # ---------------------------------------------------------------- end ALGO LOGIC
             opt.zero_grad()
             loss.backward()

@@ -37,10 +37,36 @@ def _reduce(per_pos: torch.Tensor, mask: torch.Tensor | None, reduction: str) ->
     return total / mask.sum().clamp(min=1.0)
 
 
+def log_probs(logits: torch.Tensor) -> torch.Tensor:
+    """Log-probabilities over the last axis, ``log softmax(logits)``: the one place the package
+    normalises logits (for exact divergences, which need the whole distribution)."""
+    return torch.log_softmax(logits, dim=-1)
+
+
+def gather_tokens(log_probs: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``log_probs[..., index]``: the entries of chosen tokens from full log-probabilities
+    ``[..., V]`` and integer ``index [...]`` (for callers that also need the full distribution)."""
+    return log_probs.gather(-1, index[..., None])[..., 0]
+
+
 def selective_log_softmax(logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     """``log_softmax(logits, -1).gather(-1, index[..., None])[..., 0]`` without materialising the
-    full log-softmax twice: ``logits[index] - logsumexp(logits)``. Shapes ``[..., V]``, ``[...]``."""
+    full log-softmax: ``logits[index] - logsumexp(logits)``. Shapes ``[..., V]``, ``[...]``."""
     return logits.gather(-1, index[..., None])[..., 0] - torch.logsumexp(logits, dim=-1)
+
+
+def token_log_probs(logits: torch.Tensor, index: torch.Tensor, *, shift: bool = False) -> torch.Tensor:
+    """Log-probability of each chosen token, in float32 or wider (:func:`selective_log_softmax`).
+
+    ``shift=True`` is the causal-LM convention: ``logits [B, T, V]`` of a model run on token ids
+    ``index [B, T]`` score the next token, so the result is ``[B, T - 1]`` (position ``j`` is
+    ``log p(index[:, j + 1] | index[:, :j + 1])``).
+    """
+    if shift:
+        logits, index = logits[:, :-1], index[:, 1:]
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()
+    return selective_log_softmax(logits, index)
 
 
 def noised_log_probs(logits: torch.Tensor, eta: float, noise_log_probs: torch.Tensor | None = None) -> torch.Tensor:
@@ -51,7 +77,7 @@ def noised_log_probs(logits: torch.Tensor, eta: float, noise_log_probs: torch.Te
     """
     if not 0.0 <= eta <= 1.0:
         raise ValueError(f"eta must lie in [0, 1]; got {eta!r}")
-    logp = torch.log_softmax(logits, dim=-1)
+    logp = log_probs(logits)
     if eta == 0.0:
         return logp
     if noise_log_probs is None:
@@ -129,37 +155,63 @@ def group_advantages(rewards: torch.Tensor, group_size: int, normalise: bool = F
     return adv.reshape(-1)
 
 
+KL_ESTIMATORS = ("exact", "sampled")
+
+
 @dataclass(frozen=True)
 class PolicyGradientLoss:
-    """Total loss and its named parts (per agent token, averaged over unmasked tokens).
+    """Total loss and its named parts (per token, averaged over unmasked tokens).
 
     Attributes:
         total: ``pg + kl_coef * kl``.
         pg: REINFORCE term ``-A * log pi(a)``.
-        kl: estimate of ``KL(pi || pi_ref)`` on the sampled tokens (the ``k3`` estimator
-            ``exp(r) - 1 - r`` with ``r = log pi_ref - log pi``: non-negative, unbiased).
+        kl: ``KL(pi || pi_ref)``: exact over the whole distribution at every position
+            (``kl_estimator = "exact"``), or estimated on the sampled tokens with the ``k3``
+            estimator ``exp(r) - 1 - r``, ``r = log pi_ref(a) - log pi(a)`` (non-negative,
+            unbiased; ``"sampled"``).
+        kl_estimator: which of the two.
     """
 
     total: torch.Tensor
     pg: torch.Tensor
     kl: torch.Tensor
+    kl_estimator: str
+
+    def parts(self) -> dict[str, float]:
+        """The parts as floats, for logging: ``{"loss", "pg", "kl"}``."""
+        return {"loss": self.total.item(), "pg": self.pg.item(), "kl": self.kl.item()}
 
 
-def policy_gradient_loss(log_probs: torch.Tensor, ref_log_probs: torch.Tensor, advantages: torch.Tensor,
-                         mask: torch.Tensor, kl_coef: float) -> PolicyGradientLoss:
-    """REINFORCE with a baseline and a KL penalty to a reference (SFT) policy.
+def policy_gradient_loss(log_probs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor | None,
+                         kl_coef: float, *, ref_log_probs: torch.Tensor | None = None,
+                         dist: torch.Tensor | None = None, ref_dist: torch.Tensor | None = None,
+                         kl_mask: torch.Tensor | None = None) -> PolicyGradientLoss:
+    """REINFORCE with a baseline and a KL penalty to a reference (SFT) policy: the one
+    policy-gradient loss of the package.
 
     Args:
-        log_probs: ``[B, T]`` log-probabilities of the sampled tokens under the current policy.
-        ref_log_probs: ``[B, T]`` the same under the reference policy (no gradient flows).
-        advantages: ``[B]`` per dialogue (broadcast over its tokens) or ``[B, T]`` per token.
-        mask: ``[B, T]``, 1 on the agent's own tokens (user tokens never enter the loss).
+        log_probs: ``[B, T]`` log-probabilities of the sampled tokens under the current policy
+            (:func:`token_log_probs` or :func:`gather_tokens`).
+        advantages: ``[B]`` per sequence (broadcast over its tokens) or ``[B, T]`` per token.
+        mask: ``[B, T]``, 1 on the policy's own tokens (user tokens never enter the loss); ``None``
+            = every position.
         kl_coef: weight of the KL penalty, ``>= 0``.
+        ref_log_probs: ``[B, T]`` the sampled tokens' log-probabilities under the reference: the
+            sampled (``k3``) KL estimate.
+        dist, ref_dist: full log-probabilities ``[..., V]`` of the policy and the reference at
+            every position: the exact KL (:func:`reverse_kl`), averaged under ``kl_mask``
+            (default ``mask``). Give either ``ref_log_probs`` or both of these.
     """
     if kl_coef < 0:
         raise ValueError(f"kl_coef must be >= 0; got {kl_coef}")
-    adv = advantages[:, None] if advantages.dim() == 1 else advantages
+    exact = dist is not None or ref_dist is not None
+    if exact == (ref_log_probs is not None) or (exact and (dist is None or ref_dist is None)):
+        raise ValueError("give either ref_log_probs (sampled KL) or both dist and ref_dist (exact KL)")
+    adv = advantages[:, None] if advantages.dim() == 1 and log_probs.dim() == 2 else advantages
     pg = _reduce(-(adv.detach() * log_probs), mask, "token")
-    r = ref_log_probs.detach() - log_probs
-    kl = _reduce(torch.exp(r) - 1 - r, mask, "token")
-    return PolicyGradientLoss(total=pg + kl_coef * kl, pg=pg, kl=kl)
+    if exact:
+        kl = reverse_kl(ref_dist.detach(), dist, mask if kl_mask is None else kl_mask)
+    else:
+        r = ref_log_probs.detach() - log_probs
+        kl = _reduce(torch.exp(r) - 1 - r, mask, "token")
+    return PolicyGradientLoss(total=pg + kl_coef * kl, pg=pg, kl=kl, kl_estimator="exact" if exact else "sampled")

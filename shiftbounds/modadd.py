@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from shiftbounds.losses import distillation_loss, nll, noised_log_probs
+from shiftbounds.losses import distillation_loss, log_probs, nll, noised_log_probs
 from shiftbounds.nn.generate import generate, sample_tokens
 from shiftbounds.nn.transformer import Transformer, TransformerConfig
 
@@ -241,10 +241,10 @@ def student_step_loss(task: ModAddTask, cfg: StudentConfig, student: Transformer
         return nll(chain_logits(task, student, with_chain(task, prompts, chain)), chain)
     seqs = student_prefixes(task, cfg, student, prompts, generator)
     with torch.no_grad():
-        teacher_logp = noisy_teacher_log_probs(task, torch.log_softmax(chain_logits(task, teacher, seqs), -1),
+        teacher_logp = noisy_teacher_log_probs(task, log_probs(chain_logits(task, teacher, seqs)),
                                                seqs, cfg.eta, cfg.law)
     logits = chain_logits(task, student, seqs)
-    student_logp = noised_log_probs(logits, cfg.eta) if cfg.noised_student else torch.log_softmax(logits, -1)
+    student_logp = noised_log_probs(logits, cfg.eta) if cfg.noised_student else log_probs(logits)
     divergence = {"F": "forward", "R": "reverse", "Mixed": "mixed"}[cfg.method.split("-")[1]]
     return distillation_loss(teacher_logp, student_logp, divergence, beta=cfg.mixed_beta)
 

@@ -17,6 +17,7 @@ from shiftbounds.losses import (
     policy_gradient_loss,
     reverse_kl,
     selective_log_softmax,
+    token_log_probs,
 )
 
 torch.manual_seed(0)
@@ -100,14 +101,47 @@ def test_group_advantages_and_policy_gradient():
     with pytest.raises(ValueError, match="cannot be split into groups of 4"):
         group_advantages(r, 4)
     logp = torch.log(torch.tensor([[0.5, 0.5], [0.2, 0.9]], dtype=torch.float64)).requires_grad_()
-    out = policy_gradient_loss(logp, logp.detach(), torch.tensor([1.0, -1.0], dtype=torch.float64),
-                               torch.tensor([[1.0, 0.0], [1.0, 1.0]], dtype=torch.float64), kl_coef=0.1)
+    out = policy_gradient_loss(logp, torch.tensor([1.0, -1.0], dtype=torch.float64),
+                               torch.tensor([[1.0, 0.0], [1.0, 1.0]], dtype=torch.float64), kl_coef=0.1,
+                               ref_log_probs=logp.detach())
+    assert out.kl_estimator == "sampled"
     assert out.kl.item() == pytest.approx(0.0, abs=1e-12)
     torch.testing.assert_close(out.pg, -(logp[0, 0] - logp[1, 0] - logp[1, 1]) / 3)
     out.total.backward()
     assert logp.grad[0, 1] == 0  # masked token gets no gradient
     with pytest.raises(ValueError, match="kl_coef must be >= 0"):
-        policy_gradient_loss(logp, logp, torch.zeros(2), torch.ones(2, 2), -1.0)
+        policy_gradient_loss(logp, torch.zeros(2), torch.ones(2, 2), -1.0, ref_log_probs=logp)
+    with pytest.raises(ValueError, match="either ref_log_probs"):
+        policy_gradient_loss(logp, torch.zeros(2), torch.ones(2, 2), 0.1)
+    with pytest.raises(ValueError, match="either ref_log_probs"):
+        policy_gradient_loss(logp, torch.zeros(2), torch.ones(2, 2), 0.1, ref_log_probs=logp, dist=_logp(2, 2, 3))
+
+
+def test_token_log_probs_shift_is_the_causal_lm_convention():
+    logits = torch.randn(2, 5, 7, dtype=torch.float64)
+    ids = torch.randint(7, (2, 5))
+    naive = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None])[..., 0]
+    torch.testing.assert_close(token_log_probs(logits, ids, shift=True), naive)
+    half = token_log_probs(logits.to(torch.bfloat16), ids)
+    assert half.dtype == torch.float32  # normalised in float32, never in half precision
+
+
+def test_exact_and_sampled_kl_agree_in_expectation():
+    """The k3 estimate averaged over tokens drawn from the policy equals the exact
+    KL(pi || pi_ref) (to Monte-Carlo error), and the exact term is the closed form."""
+    gen = torch.Generator().manual_seed(1)
+    dist = torch.log(torch.tensor([[[0.1, 0.2, 0.3, 0.4]]], dtype=torch.float64))
+    ref = torch.log(torch.tensor([[[0.25, 0.25, 0.4, 0.1]]], dtype=torch.float64))
+    n = 200_000
+    a = torch.multinomial(dist[0, 0].exp(), n, replacement=True, generator=gen)
+    lp, rlp = dist[0, 0, a][None], ref[0, 0, a][None]
+    adv, mask = torch.zeros(1), torch.ones(1, n, dtype=torch.float64)
+    sampled = policy_gradient_loss(lp, adv, mask, 1.0, ref_log_probs=rlp)
+    exact = policy_gradient_loss(dist[..., 0], adv, torch.ones(1, 1, dtype=torch.float64), 1.0, dist=dist, ref_dist=ref)
+    closed = (dist.exp() * (dist - ref)).sum()
+    torch.testing.assert_close(exact.kl, closed)
+    assert exact.kl_estimator == "exact" and sampled.kl.item() == pytest.approx(closed.item(), abs=5e-3)
+    assert set(exact.parts()) == {"loss", "pg", "kl"}
 
 
 def test_kl_gradients_stay_finite_with_masked_actions():

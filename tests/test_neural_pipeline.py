@@ -152,6 +152,8 @@ def test_train_agent_resumes_from_checkpoint(tiny, tmp_path):
     _, curve_b = train_agent(vocab, agent, "interactive", cfg, torch.Generator().manual_seed(0), user=sim, evaluate=ev, checkpoint=ck)
     assert [c["step"] for c in curve_b] == [0, 2, 4]  # step 0 is not recorded twice on resume
     assert [c["J_real"] for c in curve_b] == [0.0, 2.0, 4.0]
+    # the policy-gradient and KL terms are logged apart (means over the steps since the last point)
+    assert "pg" not in curve_b[0] and all(c["kl"] >= 0 and np.isfinite(c["pg"]) for c in curve_b[1:])
     with pytest.raises(ValueError, match="Static Context RL needs logs"):
         train_agent(vocab, agent, "static", cfg, torch.Generator())
     with pytest.raises(ValueError, match="static_reward must be"):

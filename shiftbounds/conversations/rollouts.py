@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 import torch
 
 from shiftbounds.conversations.simulators import UserSimulator
+from shiftbounds.losses import token_log_probs
 from shiftbounds.utils.seeding import derive_seed
 
 Judge = Callable[[Any, list[dict]], float]
@@ -70,7 +71,7 @@ def _agent_turn(model, context: list[int], *, max_new_tokens: int, temperature: 
                              temperature=temperature, top_k=None, top_p=None, eos_token_id=eos, pad_token_id=eos,
                              output_scores=True, return_dict_in_generate=True)
     new = out.sequences[0, ids.shape[1]:]
-    logps = [float(torch.log_softmax(s[0].float(), -1)[t]) for s, t in zip(out.scores, new)]
+    logps = token_log_probs(torch.stack([s[0] for s in out.scores]), new).tolist()
     return new.tolist(), logps
 
 

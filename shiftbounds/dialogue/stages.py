@@ -25,7 +25,7 @@ import torch
 
 from shiftbounds.dialogue.rollout import ExplicitUser, NeuralUser, agent_turn_logits, rollout, user_turn_logits
 from shiftbounds.dialogue.tokens import Vocab
-from shiftbounds.losses import group_advantages, nll, reverse_kl
+from shiftbounds.losses import gather_tokens, group_advantages, log_probs, nll, policy_gradient_loss
 from shiftbounds.nn.generate import multinomial
 from shiftbounds.nn.transformer import Transformer, TransformerConfig
 from shiftbounds.utils.io import atomic_torch_save
@@ -108,7 +108,7 @@ def user_nll(vocab: Vocab, user: ExplicitUser | Transformer, data: dict) -> torc
         logp = torch.log(p.gather(-1, acts[..., None])[..., 0].clamp_min(1e-30))
     else:
         logits = user_turn_logits(vocab, user, data["user_view"], data["actions"])
-        logp = torch.log_softmax(logits, -1).gather(-1, acts[..., None])[..., 0]
+        logp = gather_tokens(log_probs(logits), acts)
     return -(logp * mask).sum(0) / mask.sum(0).clamp_min(1.0)
 
 
@@ -183,20 +183,20 @@ def realism_finetune(vocab: Vocab, sim: Transformer, disc: Transformer, data: di
         sub = {k: v[idx] for k, v in data.items()}
         logits = user_turn_logits(vocab, sim, sub["user_view"], sub["actions"])
         with torch.no_grad():
-            ref_logp = torch.log_softmax(user_turn_logits(vocab, ref, sub["user_view"], sub["actions"]), -1)
+            ref_logp = log_probs(user_turn_logits(vocab, ref, sub["user_view"], sub["actions"]))
             fake, turn = _fake_views(vocab, sim.eval(), sub, generator)
             reward = _disc_logits(disc, fake, turn)
         sim.train()
-        logp = torch.log_softmax(logits, -1)
+        logp = log_probs(logits)
         rows = torch.arange(len(idx), device=idx.device)
         taken = fake[rows, 3 + 2 * turn] - vocab.user_offset
-        pg = -((reward - reward.mean()) * logp[rows, turn, taken]).mean()
-        loss = pg + kl_coef * reverse_kl(ref_logp, logp, sub["turn_mask"])
+        loss = policy_gradient_loss(logp[rows, turn, taken], reward - reward.mean(), None, kl_coef,
+                                    dist=logp, ref_dist=ref_logp, kl_mask=sub["turn_mask"])
         opt.zero_grad()
-        loss.backward()
+        loss.total.backward()
         opt.step()
         if progress:
-            progress(step, loss.item())
+            progress(step, loss.total.item())
     return sim.eval()
 
 
@@ -255,8 +255,8 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
                 evaluate: Callable[[Transformer, int], dict] | None = None,
                 progress: Callable | None = None, checkpoint: Path | None = None) -> tuple[Transformer, list[dict]]:
     """RL of the agent from its SFT initialisation; returns the agent and the learning curve
-    (``evaluate(agent, step)`` every ``eval_every`` steps, with ``step`` and ``agent_tokens``
-    added; it should draw from a generator of its own, derived from ``step``, so that a resumed
+    (``evaluate(agent, step)`` every ``eval_every`` steps, with ``step``, ``agent_tokens`` and the
+    mean policy-gradient and KL terms ``pg`` / ``kl`` of the steps since the previous point added; it should draw from a generator of its own, derived from ``step``, so that a resumed
     run's curve equals the uninterrupted one's).
 
     With ``checkpoint``, the agent, optimiser, generator state and curve are saved there
@@ -275,6 +275,7 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
     ref = sft_agent.eval()
     opt = torch.optim.AdamW(agent.parameters(), lr=cfg.lr, weight_decay=0.0)
     curve: list[dict] = []
+    window = {"pg": 0.0, "kl": 0.0, "steps": 0}  # loss parts since the last curve point
     start = 0
     if checkpoint is not None and Path(checkpoint).exists():
         blob = torch.load(checkpoint, map_location=_device(agent), weights_only=False)
@@ -285,11 +286,14 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
 
     def record(step: int) -> None:
         if evaluate is not None:
-            curve.append({"step": step, "agent_tokens": step * cfg.agent_tokens_per_step * H, **evaluate(agent.eval(), step)})
+            parts = {k: window[k] / window["steps"] for k in ("pg", "kl")} if window["steps"] else {}
+            curve.append({"step": step, "agent_tokens": step * cfg.agent_tokens_per_step * H, **parts,
+                          **evaluate(agent.eval(), step)})
             agent.train()
+        window.update(pg=0.0, kl=0.0, steps=0)
         if checkpoint is not None:
             atomic_torch_save({"agent": agent.state_dict(), "opt": opt.state_dict(), "generator": generator.get_state(),
-                          "curve": curve, "step": step}, checkpoint)
+                               "curve": curve, "step": step}, checkpoint)
 
     if start == 0:
         record(0)
@@ -303,7 +307,7 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
             logits = agent_turn_logits(vocab, agent, views)[rows, t]  # [M, A]
             with torch.no_grad():
                 ref_logits = agent_turn_logits(vocab, ref, views)[rows, t]
-            logp = torch.log_softmax(logits, -1)
+            logp = log_probs(logits)
             acts = multinomial(logp.exp().repeat_interleave(cfg.group, 0), generator)  # [M*G]
             goal = logs["goals"][d].repeat_interleave(cfg.group)
             proposal = acts >= Q
@@ -312,10 +316,9 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
                 logged = logs["actions"][d, t].repeat_interleave(cfg.group)
                 togo = logs["togo"][d, t].repeat_interleave(cfg.group)
                 reward = torch.where(acts == logged, togo, reward)
-            adv = group_advantages(reward, cfg.group)
-            chosen = logp.repeat_interleave(cfg.group, 0).gather(1, acts[:, None])[:, 0]
-            pg = -(adv * chosen).mean()
-            kl = reverse_kl(torch.log_softmax(ref_logits, -1), logp)
+            chosen = gather_tokens(logp.repeat_interleave(cfg.group, 0), acts)
+            loss = policy_gradient_loss(chosen, group_advantages(reward, cfg.group), None, cfg.kl_coef,
+                                        dist=logp, ref_dist=log_probs(ref_logits))
         else:
             goals = torch.randint(task.n_goals, (cfg.goals_per_step,), generator=generator).repeat_interleave(cfg.group)
             goals = goals.to(_device(agent))
@@ -324,21 +327,21 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
             returns = ro.accept_rewards.sum(1)
             adv = group_advantages(returns, cfg.group)  # [B], broadcast over the dialogue's agent tokens
             logits = agent_turn_logits(vocab, agent, ro.agent_view)
-            logp = torch.log_softmax(logits, -1)
+            logp = log_probs(logits)
             with torch.no_grad():
-                ref_logp = torch.log_softmax(agent_turn_logits(vocab, ref, ro.agent_view), -1)
-            chosen = logp.gather(-1, ro.actions.clamp_min(0)[..., None])[..., 0]  # [B, H]
-            mask = ro.turn_mask
-            pg = -(adv[:, None] * chosen * mask).sum() / mask.sum().clamp_min(1.0)
-            kl = reverse_kl(ref_logp, logp, mask)
-        loss = pg + cfg.kl_coef * kl
+                ref_logp = log_probs(agent_turn_logits(vocab, ref, ro.agent_view))
+            chosen = gather_tokens(logp, ro.actions.clamp_min(0))  # [B, H]
+            loss = policy_gradient_loss(chosen, adv, ro.turn_mask, cfg.kl_coef, dist=logp, ref_dist=ref_logp)
         # ---------------------------------------------------------------- end ALGO LOGIC
         opt.zero_grad()
-        loss.backward()
+        loss.total.backward()
         torch.nn.utils.clip_grad_norm_(agent.parameters(), 1.0)
         opt.step()
+        window["pg"] += loss.pg.item()
+        window["kl"] += loss.kl.item()
+        window["steps"] += 1
         if progress:
-            progress(step, loss.item())
+            progress(step, loss.total.item())
         if step % cfg.eval_every == 0 or step == cfg.steps:
             record(step)
     return agent.eval(), curve

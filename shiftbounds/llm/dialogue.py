@@ -18,7 +18,7 @@ import torch
 
 from shiftbounds.llm.sampling import sample_batch
 from shiftbounds.llm.taskmaster import OrderItem, goal_text, order_success, parse_orders
-from shiftbounds.losses import policy_gradient_loss
+from shiftbounds.losses import PolicyGradientLoss, policy_gradient_loss, token_log_probs
 
 
 @dataclass(frozen=True)
@@ -128,9 +128,10 @@ def roll_out_batch(agent, tokenizer, goals: list[tuple[OrderItem, ...]], user, *
 
 
 def dialogue_pg_loss(policy, ref, dialogues: list[TextDialogue], rewards: torch.Tensor, group: int, kl_coef: float,
-                     pad_id: int) -> torch.Tensor:
-    """Group-baseline policy gradient on the agent's own tokens, KL to the reference (SFT) agent
-    (:func:`shiftbounds.losses.policy_gradient_loss`); dialogues of a group share a goal."""
+                     pad_id: int) -> PolicyGradientLoss:
+    """Group-baseline policy gradient on the agent's own tokens, sampled KL to the reference (SFT)
+    agent (:func:`shiftbounds.losses.policy_gradient_loss`, with its named parts); dialogues of a
+    group share a goal."""
     from shiftbounds.losses import group_advantages
 
     device = next(policy.parameters()).device
@@ -142,9 +143,8 @@ def dialogue_pg_loss(policy, ref, dialogues: list[TextDialogue], rewards: torch.
         ids[i, : len(d.ids)] = torch.tensor(d.ids)
         mask[i, : len(d.ids)] = torch.tensor(d.agent_mask, dtype=torch.float)
         att[i, : len(d.ids)] = 1
-    logp = torch.log_softmax(policy(input_ids=ids, attention_mask=att).logits[:, :-1].float(), -1)
-    logp = logp.gather(-1, ids[:, 1:, None])[..., 0]
+    logp = token_log_probs(policy(input_ids=ids, attention_mask=att).logits, ids, shift=True)
     with torch.no_grad():
-        ref_logp = torch.log_softmax(ref(input_ids=ids, attention_mask=att).logits[:, :-1].float(), -1).gather(-1, ids[:, 1:, None])[..., 0]
+        ref_logp = token_log_probs(ref(input_ids=ids, attention_mask=att).logits, ids, shift=True)
     adv = group_advantages(rewards.to(device), group)
-    return policy_gradient_loss(logp, ref_logp, adv, mask[:, 1:], kl_coef).total
+    return policy_gradient_loss(logp, adv, mask[:, 1:], kl_coef, ref_log_probs=ref_logp)

@@ -22,7 +22,7 @@ import torch
 
 from shiftbounds.llm.sampling import sample_batch
 from shiftbounds.llm.taskmaster import default_data_dir
-from shiftbounds.losses import distillation_loss, noised_log_probs
+from shiftbounds.losses import distillation_loss, log_probs, nll, noised_log_probs
 
 METHODS = ("bc", "opd-F", "opd-R", "nail-F", "nail-R", "nail-Mixed")
 SPECIALS = ("<q>", "<a>")
@@ -135,9 +135,7 @@ def student_loss(method: str, student, teacher, tokenizer, problems: list[Proble
         comps = sample_completions(teacher, tokenizer, problems, max_new, temperature=1.0, teacher_noise=noise,
                                    generator=generator)
         ids, att, mask = _completion_batch(tokenizer, problems, comps, device)
-        logits = student(input_ids=ids, attention_mask=att).logits[:, :-1].float()
-        logp = torch.log_softmax(logits, -1).gather(-1, ids[:, 1:, None])[..., 0]
-        return -(logp * mask).sum() / mask.sum().clamp_min(1)
+        return nll(student(input_ids=ids, attention_mask=att).logits[:, :-1].float(), ids[:, 1:], mask)
     student.eval()
     comps = sample_completions(student, tokenizer, problems, max_new, temperature=1.0 if method.startswith("opd") else 0.0,
                                generator=generator)
@@ -147,7 +145,7 @@ def student_loss(method: str, student, teacher, tokenizer, problems: list[Proble
         t_logp = noise.log_probs(teacher(input_ids=ids, attention_mask=att).logits[:, :-1])
     s_logits = student(input_ids=ids, attention_mask=att).logits[:, :-1].float()
     noised = method.startswith("nail") and noise.eta > 0  # the known-noise (noised student) form
-    s_logp = noised_log_probs(s_logits, noise.eta) if noised else torch.log_softmax(s_logits, -1)
+    s_logp = noised_log_probs(s_logits, noise.eta) if noised else log_probs(s_logits)
     div = {"F": "forward", "R": "reverse", "Mixed": "mixed"}[method.split("-")[1]]
     return distillation_loss(t_logp, s_logp, div, beta=mixed_beta, mask=mask)
 

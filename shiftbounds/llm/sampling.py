@@ -13,6 +13,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from shiftbounds import losses
 from shiftbounds.llm.models import forward_with_cache
 
 
@@ -80,7 +81,7 @@ def _sample(model, prompts, max_new, stop_ids, pad_id, temperature, log_probs, g
         if temperature == 0:
             tok = lg.argmax(-1)
         else:
-            lp = log_probs(lg) if log_probs is not None else torch.log_softmax(lg / temperature, -1)
+            lp = log_probs(lg) if log_probs is not None else losses.log_probs(lg / temperature)
             tok = torch.multinomial(lp.exp().cpu(), 1, generator=generator)[:, 0].to(device)
         tok = torch.where(done, torch.full_like(tok, pad_id), tok)
         out = torch.cat([out, tok[:, None]], 1)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from shiftbounds.losses import nll
+from shiftbounds.losses import nll, token_log_probs
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,8 @@ def span_nll(model, batch: SpanBatch, reduction: str = "token") -> torch.Tensor:
 @torch.no_grad()
 def per_example_nll(model, batch: SpanBatch) -> torch.Tensor:
     """Mean NLL per target token for each example, ``[B]``."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1].float()
-    logp = torch.log_softmax(logits, -1).gather(-1, batch.input_ids[:, 1:, None])[..., 0]
+    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
+    logp = token_log_probs(logits, batch.input_ids, shift=True)
     return -(logp * batch.target_mask).sum(1) / batch.target_mask.sum(1).clamp_min(1)
 
 
