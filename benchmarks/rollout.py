@@ -6,7 +6,7 @@ One run, side by side, on the same machine, with the same two networks (agent an
 simulator; width 64, 2 blocks) and the same dialogues (``guess_number``), counting agent + user
 tokens per second:
 
-* ``engine`` — :func:`shiftbounds.dialogue.rollout.rollout`, both networks with key-value caches;
+* ``engine`` — :func:`shiftbounds.dialogue.neural.rollout.rollout`, both networks with key-value caches;
 * ``no cache`` — the same loop, re-encoding each network's whole history for every new token;
 * ``transformers generate`` — equivalent GPT-2 models built from a ``GPT2Config`` (random
   weights, no download), each turn a ``generate(max_new_tokens=1)`` call on the whole history,
@@ -22,10 +22,10 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from benchmarks import best_time, write_report
-from shiftbounds.dialogue.rollout import NeuralUser, rollout
-from shiftbounds.dialogue.stages import ModelConfig
+from shiftbounds.dialogue.neural.rollout import NeuralUser, rollout
+from shiftbounds.dialogue.neural.training import ModelConfig
 from shiftbounds.dialogue.tasks import guess_number
-from shiftbounds.dialogue.tokens import BOS, Vocab
+from shiftbounds.dialogue.neural.tokens import BOS, Vocab
 from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.seeding import torch_generator, torch_init_seed
 

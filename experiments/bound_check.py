@@ -33,6 +33,7 @@ from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
 from shiftbounds.figures import plot_bound_check
 from shiftbounds.utils.progress import Progress
+from shiftbounds.utils.seeding import numpy_rng
 from shiftbounds.utils.stats import loglog_slope
 
 FAMILIES = ("cliff", "sim-cliff", "absorbing", "absorbing-sim", "mixing", "mixing-sim")
@@ -79,7 +80,7 @@ PRESETS = {
 }
 
 
-def measure(family: str, H: int, cfg: BoundCheckConfig, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+def measure(family: str, H: int, cfg: BoundCheckConfig, *, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
     """Absolute return gaps and their bounds (Theorem 1 or 2 right-hand sides), ``[n_instances]`` each."""
     n, S, A = cfg.n_instances, cfg.n_states, cfg.n_actions
     scale = rng.uniform(0.5, 1.5, size=n)  # per-instance error around cfg.eps
@@ -133,7 +134,7 @@ def cliff_ratios(cfg: BoundCheckConfig) -> list[dict]:
 
 def run(cfg: BoundCheckConfig, stream=sys.stderr) -> dict:
     """Run the sweep, write every output, and return the results dict."""
-    rng = np.random.default_rng(cfg.seed)
+    rng = numpy_rng(cfg.seed)
     out = Path(cfg.out_dir)
     guard_resume(out, cfg)
     rows, slopes = [], []
@@ -141,7 +142,7 @@ def run(cfg: BoundCheckConfig, stream=sys.stderr) -> dict:
     for family in cfg.families:
         all_H, all_gap, all_bound = [], [], []
         for H in cfg.horizons:
-            gaps, bounds = measure(family, H, cfg, rng)
+            gaps, bounds = measure(family, H, cfg, rng=rng)
             assert (gaps <= bounds + 1e-9).all(), f"bound violated in {family} at H={H}"
             all_H += [H] * gaps.size
             all_gap += list(gaps)

@@ -4,7 +4,7 @@
 
 For each task (``guess_number``: information seeking; ``booking``: slot filling) it builds the
 exact summary MDP against the real user, samples ``n`` logs of ``pi_data``, and solves every
-paradigm exactly (``shiftbounds.dialogue.paradigms``). It reports
+paradigm exactly (``shiftbounds.dialogue.exact.paradigms``). It reports
 
 * the main table at ``--horizon``, ``--n-main`` and the default simulator knobs: ``J_real``
   (goal-aware judged return against the real user), success rate, training objective and its
@@ -33,21 +33,14 @@ from pathlib import Path
 
 import numpy as np
 
-from shiftbounds.dialogue.exact import (
-    PARADIGMS,
-    REFERENCES,
-    logged_paradigms,
-    make_task,
-    prepare_task,
-    prompted_paradigm,
-    reference_results,
-    sample_logs,
-)
-from shiftbounds.figures import plot_regime_map, plot_regime_per_turn, plot_regime_user_models
+from shiftbounds.dialogue.exact.study import ARMS, REFERENCES, logged_paradigms, prompted_paradigm, reference_results
+from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
 from shiftbounds.dialogue.tasks import REAL_USERS, REWARD_SOURCES, TASKS, prompted_simulator
+from shiftbounds.figures import plot_regime_map, plot_regime_per_turn, plot_regime_user_models
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress
+from shiftbounds.utils.seeding import numpy_rng
 from shiftbounds.utils.stats import mean_ci
 
 BOUND_TOL = 1e-9
@@ -121,10 +114,6 @@ def check_bounds(name: str, res: dict) -> None:
                 raise AssertionError(f"{name}: {shift}_{t} exceeds {bound}_{t} by {excess[t]:.3g}")
 
 
-def _seeds(cfg: RegimeConfig, *key: int) -> np.random.Generator:
-    return np.random.default_rng(np.random.SeedSequence([cfg.seed, *key]))
-
-
 def blocks_todo(cfg: RegimeConfig) -> list[tuple[str, int, str]]:
     """The (task, H, real user) blocks of the map: the memory user only at ``H <= MEMORY_MAX_H``."""
     return [(t, H, u) for u in cfg.real_users for t in cfg.tasks for H in cfg.horizons
@@ -141,7 +130,7 @@ def run_block(cfg: RegimeConfig, task_name: str, H: int, user: str, prog: Progre
     for n in ns:
         runs = []
         for k in range(cfg.seeds):
-            logs = sample_logs(prep, n, rng=_seeds(cfg, TASK_IDS[task_name], H, n, k, USER_IDS[user]))
+            logs = sample_logs(prep, n, rng=numpy_rng(cfg.seed, TASK_IDS[task_name], H, n, k, USER_IDS[user]))
             res = logged_paradigms(prep, logs, cfg.count_alpha)
             for name, r in res.items():
                 check_bounds(f"{task_name} H={H} n={n} seed={k} {name}", r)
@@ -180,7 +169,7 @@ def regime_cells(cfg: RegimeConfig, blocks: dict) -> list[dict]:
             for a in cfg.accept_wrong_grid:
                 for l in cfg.leak_grid:
                     inter = block["prompted"][f"{a}:{l}"]["J_real"]
-                    J = {p: np.array([r[p]["J_real"] for r in runs]) for p in PARADIGMS if p != "interactive"}
+                    J = {p: np.array([r[p]["J_real"] for r in runs]) for p in ARMS if p != "interactive"}
                     J["interactive"] = np.full(cfg.seeds, inter)
                     means = {p: float(v.mean()) for p, v in J.items()}
                     order = sorted(means, key=means.get, reverse=True)
@@ -195,7 +184,7 @@ def regime_cells(cfg: RegimeConfig, blocks: dict) -> list[dict]:
                                   "interactive_loss_vs_optimal": optimal - inter,
                                   "calibrated_minus_interactive": cal["mean"], "calibrated_vs_interactive": cal["verdict"],
                                   "interactive_minus_best_static": ist["mean"], "interactive_vs_best_static": ist["verdict"],
-                                  **{f"J_{p}": means[p] for p in PARADIGMS}})
+                                  **{f"J_{p}": means[p] for p in ARMS}})
     return cells
 
 
@@ -227,7 +216,7 @@ def main_table(cfg: RegimeConfig, blocks: dict) -> tuple[dict, list[dict]]:
         runs = block["logged"][str(cfg.n_main)]
         inter = block["prompted"][f"{cfg.accept_wrong}:{cfg.leak}"]
         per_seed = [{**r, "interactive": inter} for r in runs]
-        for name in REFERENCES + PARADIGMS:
+        for name in REFERENCES + ARMS:
             vals = [block["references"][name] for _ in runs] if name in block["references"] else [r[name] for r in per_seed]
             row = {"task": task, "paradigm": name}
             for metric in ("J_real", "success", "J_train", "train_gap", "turns"):
@@ -301,10 +290,10 @@ def run(cfg: RegimeConfig, stream=sys.stderr) -> dict:
           f"training: {cfg.reward_source}; {cfg.seeds} log samples, 95 % CIs.\n\n" + markdown_table(rows, cols))
     wins = {}
     for c in cells:
-        w = wins.setdefault((c["real_user"], c["task"]), {p: 0 for p in PARADIGMS + ("tie",)})
+        w = wins.setdefault((c["real_user"], c["task"]), {p: 0 for p in ARMS + ("tie",)})
         w[c["winner"]] += 1
     md += "\n## Regime map: cells won by each paradigm\n\n" + markdown_table(
-        [{"real_user": u, "task": t, **w} for (u, t), w in wins.items()], ["real_user", "task", *PARADIGMS, "tie"])
+        [{"real_user": u, "task": t, **w} for (u, t), w in wins.items()], ["real_user", "task", *ARMS, "tie"])
     md += ("\nA cell is won when the 95 % CI of the paired difference in J_real between the leader and "
            "the runner-up (over log samples) excludes 0; otherwise it is a tie.\n")
     md += "\n## Pairwise comparisons over the regime map (cells; significant win / tie / loss of the first named)\n\n"

@@ -16,7 +16,7 @@ For every task and seed (docs/pipeline.md):
    against each calibrated simulator (paid by their simulator's acceptance);
 5. **measurements** — ``J_real`` (judge, real user) and ``J_sim`` over training, per-turn
    ``eps_t``, ``Delta_t``, ``delta_t``, ``D_t``, ``rho_t`` with CIs (estimators in
-   ``shiftbounds.dialogue.measures``), the simulators' sycophancy and realism, and per-seed paired
+   ``shiftbounds.dialogue.neural.measures``), the simulators' sycophancy and realism, and per-seed paired
    differences of ``J_real`` between arms.
 
 Presets: ``smoke`` (about 15 s on 2 cores; the tests), ``default`` (the main results), ``gpu``
@@ -40,11 +40,12 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from shiftbounds.dialogue import measures as M
-from shiftbounds.dialogue.exact import make_task, prepare_task, prompted_paradigm, reference_results, sample_logs
+from shiftbounds.dialogue.exact.study import prompted_paradigm, reference_results
+from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
 from shiftbounds.dialogue.logs import read_jsonl, split, write_jsonl
-from shiftbounds.dialogue.rollout import ExplicitUser, NeuralUser, rollout
-from shiftbounds.dialogue.stages import (
+from shiftbounds.dialogue.neural import measures as M
+from shiftbounds.dialogue.neural.rollout import ExplicitUser, NeuralUser, rollout
+from shiftbounds.dialogue.neural.training import (
     ModelConfig,
     RLConfig,
     SFTConfig,
@@ -56,7 +57,7 @@ from shiftbounds.dialogue.stages import (
     user_nll,
 )
 from shiftbounds.dialogue.tasks import REAL_USERS, REWARD_SOURCES, TASKS, prompted_simulator
-from shiftbounds.dialogue.tokens import Vocab, encode
+from shiftbounds.dialogue.neural.tokens import Vocab, encode
 from shiftbounds.nn.transformer import load_model, save_model
 from shiftbounds.theory.bounds import compounding
 from shiftbounds.utils.cli import exit_on_stale, parse_config
@@ -64,6 +65,7 @@ from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table
 from shiftbounds.figures import plot_pipeline_curves, plot_pipeline_shifts, plot_pipeline_user_models
 from shiftbounds.utils.progress import Progress, format_seconds
 from shiftbounds.utils.seeding import numpy_rng, torch_generator, torch_init_seed
+from shiftbounds.utils.stages import StageCache
 from shiftbounds.utils.stats import mean_ci
 
 
@@ -175,9 +177,9 @@ def run_task_seed(cfg: PipelineConfig, task_name: str, k: int) -> dict:
     (:mod:`shiftbounds.utils.seeding`), and every network is initialised from its own key, so a
     stage computes the same whether the stages before it ran in this process or were loaded."""
     folder = Path(cfg.out_dir) / task_name / f"seed{k}"
-    done = folder / "measures.json"
-    if done.exists():
-        return read_json(done)
+    cache = StageCache(folder)
+    if (folder / "measures.json").exists():
+        return read_json(folder / "measures.json")
     dev = resolve_device(cfg.device)
     gen = lambda *key: torch_generator(cfg.seed, task_name, k, *key)  # noqa: E731 - one generator per keyed draw
     rng = lambda *key: numpy_rng(cfg.seed, task_name, k, *key)  # noqa: E731
@@ -195,23 +197,16 @@ def run_task_seed(cfg: PipelineConfig, task_name: str, k: int) -> dict:
     train_logs, held_logs = split(read_jsonl(logs_path, prep.space), cfg.held_out, rng=rng("split"))
     train, held = _on(encode(vocab, train_logs), dev), _on(encode(vocab, held_logs), dev)
 
-    seconds: dict[str, float] = {}
-
     def build(name: str, n_classes: int | None = None):
         with torch_init_seed(cfg.seed, task_name, k, "init", name):
             return mcfg.build(vocab, n_classes).to(dev)
 
     def stage(name: str, steps: int, make):
         """Load ``<name>.pt`` or compute it with ``make(progress)`` (per-step progress with ETA) and save it."""
-        path = folder / f"{name}.pt"
-        if path.exists():
-            return load_model(path).to(dev).eval()
-        prog = Progress(steps, f"{label} {name}", min_interval=5.0)
-        t0 = time.perf_counter()
-        net = make(lambda step, loss: prog.update(1, note=f"loss {loss:.4f}"))
-        seconds[name] = time.perf_counter() - t0
-        save_model(net, path)
-        return net
+        def compute():
+            prog = Progress(steps, f"{label} {name}", min_interval=5.0)
+            return make(lambda step, loss: prog.update(1, note=f"loss {loss:.4f}"))
+        return cache.torch(name, compute, load=lambda path: load_model(path).to(dev), save=save_model).eval()
 
     # ------------------------------------------------------------------ 2. SFT agent, 3. calibrated simulator
     sft_cfg = SFTConfig(cfg.sft_steps)
@@ -230,62 +225,61 @@ def run_task_seed(cfg: PipelineConfig, task_name: str, k: int) -> dict:
     agents, curves = {}, {}
     for arm in arms(cfg):
         paradigm, static_reward, user_key = ARMS[arm]
-        path, curve_path = folder / f"agent_{arm}.pt", folder / f"curve_{arm}.json"
         train_user = users[user_key]
-        if path.exists() and curve_path.exists():
-            agents[arm], curves[arm] = load_model(path).to(dev).eval(), read_json(curve_path)
-            continue
 
         def evaluate(agent, step, u=train_user, arm=arm):
             return M.evaluate_agent(vocab, agent, real, cfg.n_curve, gen("curve", arm, step), u)
 
-        prog = Progress(cfg.rl_steps, f"{label} rl_{arm}", min_interval=5.0)
-        t0 = time.perf_counter()
-        agent, curve = train_agent(vocab, sft_agent, paradigm, replace(cfg.rl_config(), static_reward=static_reward),
-                                   gen("rl", arm), logs=train, user=train_user, evaluate=evaluate,
-                                   progress=lambda step, loss: prog.update(1, note=f"loss {loss:.4f}"),
-                                   checkpoint=folder / f"rl_{arm}.ckpt")
-        seconds[f"rl_{arm}"] = time.perf_counter() - t0
-        save_model(agent, path)
-        write_json(curve_path, curve)
-        agents[arm], curves[arm] = agent, curve
+        def run_rl(arm=arm, paradigm=paradigm, static_reward=static_reward, train_user=train_user, evaluate=evaluate):
+            """RL of one arm, resumed from its checkpoint: ``(agent, curve)``."""
+            prog = Progress(cfg.rl_steps, f"{label} rl_{arm}", min_interval=5.0)
+            return train_agent(vocab, sft_agent, paradigm, replace(cfg.rl_config(), static_reward=static_reward),
+                               gen("rl", arm), logs=train, user=train_user, evaluate=evaluate,
+                               progress=lambda step, loss: prog.update(1, note=f"loss {loss:.4f}"),
+                               checkpoint=folder / f"rl_{arm}.ckpt")
+
+        rl: dict = {}  # the one RL run behind the agent and its curve (a rerun resumes from the final checkpoint)
+        agents[arm] = cache.torch(f"agent_{arm}", lambda: rl.setdefault("out", run_rl())[0],
+                                  load=lambda path: load_model(path).to(dev), save=save_model).eval()
+        curves[arm] = cache.json(f"curve_{arm}", lambda: rl.setdefault("out", run_rl())[1])
     # ------------------------------------------------------------------ 5. measurements
-    t_measure = time.perf_counter()
-    # d^{pi_data}: a fresh sample of n_eval logging dialogues (the held-out logs are few, and a
-    # plug-in TV is biased upwards by about sqrt(contexts / n))
-    ref = _on(encode(vocab, sample_logs(prep, cfg.n_eval, rng=rng("pi_data_sample"))), dev)
-    ref_states = M.summaries(prep.space, ref["actions"], ref["acts"])
-    out = {"task": task_name, "seed": k, "sft": M.evaluate_agent(vocab, sft_agent, real, cfg.n_eval, gen("measure", "sft")),
-           "paradigms": {}, "simulators": {}}
-    for arm, agent in agents.items():
-        train_user = users[ARMS[arm][2]]
-        mg = gen("measure", arm)
-        ev = M.evaluate_agent(vocab, agent, real, cfg.n_eval, mg, train_user)
-        eps = M.eps_on_logs(vocab, agent, prep.space, prep.data_policy, ref, ref_states)
-        goals = torch.randint(task.n_goals, (cfg.n_eval,), generator=mg).to(dev)
-        ro_real = rollout(vocab, agent, real, goals, generator=mg)
-        ro_sim = rollout(vocab, agent, train_user or real, goals, generator=mg, real=real)
-        s_real = M.summaries(prep.space, ro_real.actions, ro_real.acts)
-        s_sim = M.summaries(prep.space, ro_sim.actions, ro_sim.acts)
-        res = {**ev, "eps": eps, "B_eps": compounding(np.array(eps["mean"])).tolist(),
-               "Delta": M.plugin_tv(s_real, ref_states, prep.space.n_states, rng("Delta", arm)), "curve": curves[arm]}
-        if train_user is not None:
-            errs = M.simulator_errors(ro_sim, task)
-            res.update({"delta": errs["delta"], "rho": errs["rho"],
-                        "B_delta": compounding(np.array(errs["delta"]["mean"])).tolist(),
-                        "D": M.plugin_tv(s_real, s_sim, prep.space.n_states, rng("D", arm))})
-        out["paradigms"][arm] = res
-    for name, user in sims.items():
-        out["simulators"][name] = {**M.sycophancy(vocab, user, held), "nll_per_turn": user_nll(vocab, user, held).tolist()}
-    for name in sims:
-        if name == "real":
-            continue
-        d = disc if name == "calibrated" else train_discriminator(
-            vocab, build(f"discriminator_{name}", 2), sims[name], train, SFTConfig(cfg.disc_steps), gen("discriminator", name))
-        out["simulators"][name]["discriminator_accuracy"] = discriminator_accuracy(vocab, d, sims[name], held, gen("disc_eval", name))
-    seconds["measurements"] = time.perf_counter() - t_measure
-    write_json(done, out)
-    write_json(folder / "timings.json", seconds)  # stages computed in the call that finished this (task, seed)
+    def measure() -> dict:
+        # d^{pi_data}: a fresh sample of n_eval logging dialogues (the held-out logs are few, and a
+        # plug-in TV is biased upwards by about sqrt(contexts / n))
+        ref = _on(encode(vocab, sample_logs(prep, cfg.n_eval, rng=rng("pi_data_sample"))), dev)
+        ref_states = M.summaries(prep.space, ref["actions"], ref["acts"])
+        out = {"task": task_name, "seed": k, "sft": M.evaluate_agent(vocab, sft_agent, real, cfg.n_eval, gen("measure", "sft")),
+               "paradigms": {}, "simulators": {}}
+        for arm, agent in agents.items():
+            train_user = users[ARMS[arm][2]]
+            mg = gen("measure", arm)
+            ev = M.evaluate_agent(vocab, agent, real, cfg.n_eval, mg, train_user)
+            eps = M.eps_on_logs(vocab, agent, prep.space, prep.data_policy, ref, ref_states)
+            goals = torch.randint(task.n_goals, (cfg.n_eval,), generator=mg).to(dev)
+            ro_real = rollout(vocab, agent, real, goals, generator=mg)
+            ro_sim = rollout(vocab, agent, train_user or real, goals, generator=mg, real=real)
+            s_real = M.summaries(prep.space, ro_real.actions, ro_real.acts)
+            s_sim = M.summaries(prep.space, ro_sim.actions, ro_sim.acts)
+            res = {**ev, "eps": eps, "B_eps": compounding(np.array(eps["mean"])).tolist(),
+                   "Delta": M.plugin_tv(s_real, ref_states, prep.space.n_states, rng=rng("Delta", arm)), "curve": curves[arm]}
+            if train_user is not None:
+                errs = M.simulator_errors(ro_sim, task)
+                res.update({"delta": errs["delta"], "rho": errs["rho"],
+                            "B_delta": compounding(np.array(errs["delta"]["mean"])).tolist(),
+                            "D": M.plugin_tv(s_real, s_sim, prep.space.n_states, rng=rng("D", arm))})
+            out["paradigms"][arm] = res
+        for name, user in sims.items():
+            out["simulators"][name] = {**M.sycophancy(vocab, user, held), "nll_per_turn": user_nll(vocab, user, held).tolist()}
+        for name in sims:
+            if name == "real":
+                continue
+            d = disc if name == "calibrated" else train_discriminator(
+                vocab, build(f"discriminator_{name}", 2), sims[name], train, SFTConfig(cfg.disc_steps), gen("discriminator", name))
+            out["simulators"][name]["discriminator_accuracy"] = discriminator_accuracy(vocab, d, sims[name], held, gen("disc_eval", name))
+        return out
+
+    out = cache.json("measures", measure)
+    write_json(folder / "timings.json", cache.seconds)  # stages computed in the call that finished this (task, seed)
     return out
 
 

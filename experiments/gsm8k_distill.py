@@ -34,6 +34,7 @@ from shiftbounds.llm.training import fit, make_batch, span_nll
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_json
 from shiftbounds.utils.progress import Progress
+from shiftbounds.utils.seeding import numpy_rng, torch_generator
 
 
 @dataclass(frozen=True)
@@ -112,7 +113,7 @@ def run(cfg: GSM8KConfig, stream=sys.stderr) -> dict:
     test = load_gsm8k("test", cfg.data_dir or None, cfg.n_test)
     teacher, tok, dev = _model(cfg.teacher_model, cfg, cfg.seed)
     if not cfg.teacher_model and cfg.teacher_steps:
-        rng = np.random.default_rng(cfg.seed)
+        rng = numpy_rng(cfg.seed, "teacher")
         batches = (make_batch(tok, [(prompt_text(train[i]), train[i].answer) for i in rng.integers(len(train), size=cfg.batch)],
                               1024).to(dev) for _ in range(cfg.teacher_steps))
         fit(teacher, span_nll, batches, lr=3e-3)
@@ -134,8 +135,8 @@ def run(cfg: GSM8KConfig, stream=sys.stderr) -> dict:
         net = wrap(student, info)
         opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=0.0)
         noise = NoisyTeacher(cfg.temperature, eta)
-        g = torch.Generator().manual_seed(cfg.seed * 7919 + k)
-        rng = np.random.default_rng([cfg.seed, k, int(eta * 1000), METHODS.index(method)])
+        g = torch_generator(cfg.seed, "student", method, int(eta * 1000), k)
+        rng = numpy_rng(cfg.seed, "batches", method, int(eta * 1000), k)
         for step in range(cfg.steps):
             batch = [train[i] for i in rng.integers(len(train), size=cfg.batch)]
             loss = student_loss(method, net, teacher, tok, shard(batch, info), noise, cfg.max_new, g)  # DDP syncs gradients

@@ -42,6 +42,7 @@ from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.figures import plot_modadd
 from shiftbounds.utils.progress import Progress
+from shiftbounds.utils.seeding import torch_generator, torch_init_seed
 from shiftbounds.utils.stats import mean_ci
 
 
@@ -105,11 +106,11 @@ def get_teacher(cfg: ModAddConfig, task: ModAddTask, stream) -> tuple[torch.nn.M
     else:
         prog = Progress(cfg.teacher_steps, "modadd teacher", stream=stream, min_interval=5.0)
         teacher = train_teacher(task, TeacherConfig(cfg.teacher_steps, lr=3e-3, d_model=cfg.d_model, n_layer=cfg.n_layer),
-                                torch.Generator().manual_seed(cfg.seed), progress=lambda s, l: prog.update(note=f"loss {l:.3f}"),
+                                torch_generator(cfg.seed, "teacher"), progress=lambda s, l: prog.update(note=f"loss {l:.3f}"),
                                 device=device)
         save_model(teacher.cpu(), path)
         teacher = teacher.to(device)
-    acc = teacher_accuracy(task, teacher, 2000, torch.Generator().manual_seed(cfg.seed + 1))
+    acc = teacher_accuracy(task, teacher, 2000, torch_generator(cfg.seed, "teacher_accuracy"))
     return teacher, acc
 
 
@@ -119,7 +120,7 @@ def run(cfg: ModAddConfig, stream=sys.stderr) -> dict:
     guard_resume(out, cfg)
     task = ModAddTask(cfg.p, cfg.m)
     teacher, teacher_acc = get_teacher(cfg, task, stream)
-    eval_prompts = sample_prompts(task, cfg.n_eval, torch.Generator().manual_seed(10_000 + cfg.seed))
+    eval_prompts = sample_prompts(task, cfg.n_eval, torch_generator(cfg.seed, "eval_prompts"))
     teacher_eval = evaluate(task, teacher, eval_prompts)
     jobs = [(eta, m, k) for eta in cfg.etas for m in cfg.methods for k in range(cfg.seeds)]
     prog = Progress(len(jobs) * cfg.steps, "modadd students", stream=stream, min_interval=5.0)
@@ -132,9 +133,8 @@ def run(cfg: ModAddConfig, stream=sys.stderr) -> dict:
             continue
         scfg = StudentConfig(method=method, eta=eta, law=cfg.law, steps=cfg.steps, batch=cfg.batch, lr=cfg.lr,
                              noised_student=cfg.noised_student, d_model=cfg.d_model, n_layer=cfg.n_layer)
-        gen = torch.Generator().manual_seed(int(np.random.SeedSequence([cfg.seed, k, int(eta * 1000), METHODS.index(method)]).generate_state(1)[0]))
-        with torch.random.fork_rng(devices=[]):  # the student's initialisation, without touching the global generator
-            torch.manual_seed(int(gen.initial_seed()) % (2**31))
+        gen = torch_generator(cfg.seed, "student", method, int(eta * 1000), k)
+        with torch_init_seed(cfg.seed, "student_init", method, int(eta * 1000), k):  # initialisation, global state untouched
             student = train_student(task, scfg, teacher, gen,
                                     progress=lambda s, l: prog.update(note=f"{method} eta={eta} seed={k} loss {l:.3f}"))
         ev = evaluate(task, student, eval_prompts)

@@ -39,6 +39,7 @@ from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.figures import plot_noisy_expert
 from shiftbounds.utils.progress import Progress
+from shiftbounds.utils.seeding import numpy_rng
 
 METHODS = {
     "bc": LearnerConfig("bc"),
@@ -90,7 +91,7 @@ PRESETS = {
 }
 
 
-def instance(family: str, H: int, cfg: NoisyExpertConfig, rng: np.random.Generator):
+def instance(family: str, H: int, cfg: NoisyExpertConfig, *, rng: np.random.Generator):
     """``(mdp, expert, absolute target)`` for one seed."""
     if family == "lock":
         lock = combination_lock(H, cfg.n_actions, rng=rng)
@@ -108,22 +109,21 @@ def run_block(cfg: NoisyExpertConfig, family: str, H: int, eta: float) -> dict:
     for m in cfg.methods:
         episodes = []
         for k in range(cfg.seeds):
-            ss = np.random.SeedSequence([cfg.seed, FAMILIES.index(family), H, int(round(eta * 1000)), k])
-            inst_rng, run_rng = (np.random.default_rng(s) for s in ss.spawn(2))
-            mdp, expert, target = instance(family, H, cfg, inst_rng)
+            inst_rng, run_rng = numpy_rng(cfg.seed, FAMILIES.index(family), H, int(round(eta * 1000)), k).spawn(2)
+            mdp, expert, target = instance(family, H, cfg, rng=inst_rng)
             sc = sample_complexity(mdp, expert, eta, METHODS[m], target=target, budget=cfg.budget, rng=run_rng)
             episodes.append(sc.episodes)
         out[m] = episodes
     return out
 
 
-def _median_ci(values: np.ndarray, rng: np.random.Generator, n_boot: int) -> tuple[float, float, float]:
+def _median_ci(values: np.ndarray, n_boot: int, *, rng: np.random.Generator) -> tuple[float, float, float]:
     boots = np.median(rng.choice(values, size=(n_boot, values.size)), axis=1)
     return float(np.median(values)), float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
 
 
-def growth_slope(H: np.ndarray, per_seed: list[np.ndarray], log_x: bool, rng: np.random.Generator,
-                 n_boot: int) -> tuple[float, float, float] | None:
+def growth_slope(H: np.ndarray, per_seed: list[np.ndarray], log_x: bool, n_boot: int, *,
+                 rng: np.random.Generator) -> tuple[float, float, float] | None:
     """Slope of ``log median(n)`` against ``H`` (or ``log H``) with a bootstrap CI over seeds;
     ``None`` when a median is censored (over budget) at some H."""
     x = np.log(H) if log_x else H.astype(float)
@@ -152,7 +152,7 @@ def run(cfg: NoisyExpertConfig, stream=sys.stderr) -> dict:
     """Run (resuming finished blocks), write every output, return the results dict."""
     out = Path(cfg.out_dir)
     guard_resume(out, cfg)
-    rng = np.random.default_rng(cfg.seed)
+    rng = numpy_rng(cfg.seed)
     cells = [(f, H, e) for f in cfg.families for e in cfg.etas for H in cfg.horizons]
     prog = Progress(len(cells), "noisy_expert", stream=stream)
     raw = {}
@@ -171,12 +171,12 @@ def run(cfg: NoisyExpertConfig, stream=sys.stderr) -> dict:
             for m in cfg.methods:
                 per_seed = [np.array(raw[(family, H, eta)][m], dtype=float) for H in cfg.horizons]
                 for H, v in zip(cfg.horizons, per_seed):
-                    med, lo, hi = _median_ci(v, rng, cfg.n_boot)
+                    med, lo, hi = _median_ci(v, cfg.n_boot, rng=rng)
                     rows.append({"family": family, "eta": eta, "method": m, "H": H, "median_n": med,
                                  "ci_low": lo, "ci_high": hi, "finished": float(np.isfinite(v).mean())})
                 H = np.array(cfg.horizons)
-                exp_fit = growth_slope(H, per_seed, False, rng, cfg.n_boot)
-                pow_fit = growth_slope(H, per_seed, True, rng, cfg.n_boot)
+                exp_fit = growth_slope(H, per_seed, False, cfg.n_boot, rng=rng)
+                pow_fit = growth_slope(H, per_seed, True, cfg.n_boot, rng=rng)
                 slopes.append({
                     "family": family, "eta": eta, "method": m,
                     "slope_logn_vs_H": exp_fit[0] if exp_fit else None,

@@ -73,6 +73,8 @@ from shiftbounds.losses import group_advantages, policy_gradient_loss, token_log
 from shiftbounds.utils.io import (atomic_torch_save, atomic_write_text, guard_resume, markdown_table, read_json, write_csv,
                                   write_json)
 from shiftbounds.utils.progress import Progress
+from shiftbounds.utils.stages import StageCache
+from shiftbounds.utils.seeding import numpy_rng, torch_generator
 from shiftbounds.utils.stats import roc_auc
 
 
@@ -193,7 +195,7 @@ def _pairs_user(dialogues) -> list[tuple[str, str, int]]:
     return out
 
 
-def _sft(model, tok, pairs, cfg, dev, rng, label: str = "sft"):
+def _sft(model, tok, pairs, cfg, dev, label: str = "sft", *, rng: np.random.Generator):
     """SFT for ``cfg.sft_steps`` steps, with per-step progress (and ETA) on the main process."""
     prog = Progress(cfg.sft_steps, f"real_dialogue {label}", min_interval=10.0, enabled=init_from_env().is_main)
 
@@ -216,7 +218,7 @@ def _nll_by_turn(model, tok, pairs, cfg, dev) -> dict:
     return out
 
 
-def reward_model_stage(corpus: str, cfg: RealDialogueConfig, rng) -> tuple[dict, RewardModel]:
+def reward_model_stage(corpus: str, cfg: RealDialogueConfig, *, rng: np.random.Generator) -> tuple[dict, RewardModel]:
     """Train a reward model on 80 % of the labels (split by conversation); held-out accuracy and AUC."""
     labels = load_reward_labels(corpus, cfg.data_dir or None, cfg.n_labels or None)
     ids = sorted({x.dialogue_id for x in labels})
@@ -235,47 +237,27 @@ def reward_model_stage(corpus: str, cfg: RealDialogueConfig, rng) -> tuple[dict,
              "auc": auc}, rm)
 
 
-class _Stages:
-    """Per-stage checkpoints under ``<out-dir>/stages``: a stage that finished is loaded, not rerun;
-    each stage draws from its own generator so skipping one changes nothing downstream."""
+def _load_state(template, path: Path):
+    m = template()
+    m.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
+    return m
 
-    def __init__(self, cfg: RealDialogueConfig, info) -> None:
-        self.cfg, self.info = cfg, info
-        self.folder = Path(cfg.out_dir) / "stages"
 
-    def rng(self, *key: int) -> np.random.Generator:
-        return np.random.default_rng([self.cfg.seed, *key])
-
-    def gen(self, *key: int) -> torch.Generator:
-        """A torch generator for the stage ``key``, fanned out from the one seed."""
-        return torch.Generator().manual_seed(int(self.rng(*key).integers(2**62)))
-
-    def model(self, name: str, template, make):
-        path = self.folder / f"{name}.pt"
-        if path.exists():
-            m = template()
-            m.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
-            return m.eval()
-        m = make()
-        if self.info.is_main:
-            atomic_torch_save(m.state_dict(), path)
-        return m.eval()
-
-    def json(self, name: str, make):
-        path = self.folder / f"{name}.json"
-        if path.exists():
-            return read_json(path)
-        value = make()
-        if self.info.is_main:
-            write_json(path, value)
-        return value
+def _save_state(model, path: Path) -> None:
+    atomic_torch_save(model.state_dict(), path)
 
 
 def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     """Run (resuming finished stages), write every output, return the results dict."""
     info = init_from_env()
     out = Path(cfg.out_dir)
-    st = _Stages(cfg, info)
+    st = StageCache(out / "stages", save=info.is_main)  # a finished stage is loaded, not rerun
+    stage_rng = lambda *key: numpy_rng(cfg.seed, *key)  # noqa: E731 - one generator per stage key
+    stage_gen = lambda *key: torch_generator(cfg.seed, *key)  # noqa: E731
+
+    def model_stage(name: str, template, make):
+        return st.torch(name, make, load=lambda path: _load_state(template, path), save=_save_state).eval()
+
     memory = memory_estimate(cfg)
     if info.is_main:
         guard_resume(out, cfg)
@@ -284,7 +266,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     prog = Progress(9, "real_dialogue", stream=stream, enabled=info.is_main)
     # 1. data
     dialogues = load_tm4(cfg.data_dir or None, cfg.n_dialogues)
-    train, calib, held = split_by_dialogue(dialogues, rng=st.rng(1))
+    train, calib, held = split_by_dialogue(dialogues, rng=stage_rng(1))
     prog.update(note=f"{len(dialogues)} Taskmaster-4 dialogues: {len(train)}/{len(calib)}/{len(held)}")
     # 2. reward models
     rms, reward_model = {}, None
@@ -295,7 +277,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
             rm = RewardModel(_lm(cfg.policy_model, cfg, cfg.seed + 11)[0])
             rm.load_state_dict(torch.load(path, map_location="cpu", weights_only=True))
         else:
-            rms[corpus], rm = reward_model_stage(corpus, cfg, st.rng(2, i))
+            rms[corpus], rm = reward_model_stage(corpus, cfg, rng=stage_rng(2, i))
             if info.is_main:
                 write_json(st.folder / f"reward_{corpus}.json", rms[corpus])
                 atomic_torch_save(rm.state_dict(), path)
@@ -307,13 +289,13 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     base, tok, dev = _lm(cfg.user_model, cfg, cfg.seed + 1)
     base.eval()
     fresh_user = lambda: _lm(cfg.user_model, cfg, cfg.seed + 1)[0]  # noqa: E731
-    calibrated = st.model("user_calibrated", fresh_user, lambda: _sft(copy.deepcopy(base), tok, _pairs_user(train), cfg, dev, st.rng(3), "user_calibrated"))
-    real_model = st.model("user_heldout", fresh_user, lambda: _sft(copy.deepcopy(base), tok, _pairs_user(held), cfg, dev, st.rng(4), "user_heldout"))
+    calibrated = model_stage("user_calibrated", fresh_user, lambda: _sft(copy.deepcopy(base), tok, _pairs_user(train), cfg, dev, "user_calibrated", rng=stage_rng(3)))
+    real_model = model_stage("user_heldout", fresh_user, lambda: _sft(copy.deepcopy(base), tok, _pairs_user(held), cfg, dev, "user_heldout", rng=stage_rng(4)))
     prog.update(note="user models")
     # 4. realism on held-out human user turns (the calibration split: unseen by both user models)
     tm3 = user_turn_examples("taskmaster3", cfg.data_dir or None, cfg.n_tm3_turns)
-    tm3_train, _, tm3_held = split_by_dialogue(tm3, rng=st.rng(5))
-    tm3_cal = st.model("user_calibrated_tm3", fresh_user, lambda: _sft(copy.deepcopy(base), tok, tm3_train, cfg, dev, st.rng(6), "user_calibrated_tm3"))
+    tm3_train, _, tm3_held = split_by_dialogue(tm3, rng=stage_rng(5))
+    tm3_cal = model_stage("user_calibrated_tm3", fresh_user, lambda: _sft(copy.deepcopy(base), tok, tm3_train, cfg, dev, "user_calibrated_tm3", rng=stage_rng(6)))
 
     def realism_stage() -> dict:
         eval_pairs = _pairs_user(calib)
@@ -333,23 +315,23 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     def discriminator_stage() -> dict:
         """Real-vs-simulated classifiers on Taskmaster-3, one per simulator, AUC by turn index."""
         make = lambda: RewardModel(_lm(cfg.user_model, cfg, cfg.seed + 13)[0]).to(dev)  # noqa: E731
-        d_train = [tm3_train[j] for j in st.rng(9, 0).permutation(len(tm3_train))[: cfg.n_disc]]
+        d_train = [tm3_train[j] for j in stage_rng(9, 0).permutation(len(tm3_train))[: cfg.n_disc]]
         d_held = tm3_held[: cfg.n_disc]
         return {name: discriminator_auc_by_turn(make, sim, tok, d_train, d_held, steps=cfg.classifier_steps, batch=cfg.batch,
                                                 lr=cfg.lr, max_len=cfg.max_len, max_new=cfg.max_new,
-                                                generator=st.gen(9, i + 1), rng=st.rng(9, i + 1), device=dev)
+                                                generator=stage_gen(9, i + 1), rng=stage_rng(9, i + 1), device=dev)
                 for i, (name, sim) in enumerate((("prompted (base model)", base), ("calibrated (SFT on TM-3 train)", tm3_cal)))}
 
     def sycophancy_stage() -> dict:
         """Confirmation and disclosure probes on the calibration split (unseen by every user model)."""
         probes = calib[: cfg.n_probe]
-        right, wrong = confirmation_probes(probes, st.rng(10, 0))
+        right, wrong = confirmation_probes(probes, rng=stage_rng(10, 0))
         disc = disclosure_probes(probes)
         who = (("people (logged replies)", None), ("prompted (rule-based)", RuleUser(cfg.accept_wrong, cfg.leak)),
                ("prompted (base model)", base), ("calibrated (SFT on train)", calibrated),
                ("held-out user model", real_model))
         return {name: sycophancy_metrics(u, tok, right, wrong, disc, batch=cfg.gen_batch, max_new=cfg.max_new,
-                                         generator=st.gen(10, i + 1), rng=st.rng(10, i + 1),
+                                         generator=stage_gen(10, i + 1), rng=stage_rng(10, i + 1),
                                          max_context=cfg.max_len - cfg.max_new)
                 for i, (name, u) in enumerate(who)}
 
@@ -360,7 +342,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     # 5. agent: SFT, then the three paradigms (goals sharded over ranks, DDP-averaged gradients)
     agent_tmpl = lambda: _lm(cfg.policy_model, cfg, cfg.seed + 2)[0]  # noqa: E731
     _, atok, adev = _lm(cfg.policy_model, cfg, cfg.seed + 2)
-    agent0 = st.model("agent_sft", agent_tmpl, lambda: _sft(agent_tmpl(), atok, _pairs_agent(train), cfg, adev, st.rng(7), "agent_sft"))
+    agent0 = model_stage("agent_sft", agent_tmpl, lambda: _sft(agent_tmpl(), atok, _pairs_agent(train), cfg, adev, "agent_sft", rng=stage_rng(7)))
     prog.update(note="SFT agent")
     goals = [d.goal for d in train]
     eval_goals = shard([d.goal for d in held][: cfg.n_eval], info)
@@ -371,8 +353,8 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
         """Goal success over the evaluation goals (the same random numbers for every agent)."""
         vals = [d.success for j in range(0, len(eval_goals), cfg.gen_batch)
                 for d in roll_out_batch(policy, atok, eval_goals[j: j + cfg.gen_batch], user, turns=cfg.turns,
-                                        max_new=cfg.max_new, temperature=1.0, generator=st.gen(11, key, j),
-                                        rng=st.rng(11, key, j), max_context=cfg.max_len - cfg.max_new)]
+                                        max_new=cfg.max_new, temperature=1.0, generator=stage_gen(11, key, j),
+                                        rng=stage_rng(11, key, j), max_context=cfg.max_len - cfg.max_new)]
         return all_mean(float(np.mean(vals)) if vals else 0.0, info)
 
     # the shared starting point of the paradigms, for reference
@@ -385,7 +367,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
             results_p[paradigm], curves = saved["result"], curves + saved["curve"]
             prog.update(note=f"RL {paradigm} (resumed)")
             continue
-        rng, pgen = st.rng(8, p_idx), st.gen(8, p_idx)
+        rng, pgen = stage_rng(8, p_idx), stage_gen(8, p_idx)
         policy = copy.deepcopy(agent0).train()
         net = wrap(policy, info)
         opt = torch.optim.AdamW(net.parameters(), lr=cfg.rl_lr, weight_decay=0.0)

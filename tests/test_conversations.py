@@ -64,7 +64,7 @@ def test_missing_and_empty_files(tmp_path):
 
 
 def test_converters():
-    from shiftbounds.dialogue.exact import make_task, prepare_task, sample_logs
+    from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
     from shiftbounds.llm.taskmaster import load_reward_labels, load_tm4
 
     tm4 = from_taskmaster4(load_tm4(limit=5))

@@ -7,13 +7,15 @@ from functools import lru_cache
 import numpy as np
 import pytest
 
-from shiftbounds.dialogue.agents import behaviour_cloning, data_policy
-from shiftbounds.dialogue.calibration import fit_count_model, fit_shared_model
-from shiftbounds.dialogue.exact import logged_paradigms, make_task, prepare_task, prompted_paradigm, sample_logs
-from shiftbounds.dialogue.logs import judge_reward, read_jsonl, split, write_jsonl
-from shiftbounds.dialogue.paradigms import logged_contexts, static_context_rl
+from shiftbounds.dialogue.exact.agents import behaviour_cloning
+from shiftbounds.dialogue.exact.calibration import fit_count_model, fit_shared_model
+from shiftbounds.dialogue.exact.study import logged_paradigms, prompted_paradigm
+from shiftbounds.dialogue.prepare import data_policy, make_task, prepare_task, sample_logs
+from shiftbounds.dialogue.logs import read_jsonl, split, write_jsonl
+from shiftbounds.dialogue.exact.paradigms import logged_contexts, static_context_rl
 from shiftbounds.dialogue.summary import DONE, build_space, next_state, posterior, success_rewards, user_mdp
 from shiftbounds.dialogue.tasks import (
+    judge_reward,
     ACCEPT,
     QUIT,
     UserModel,

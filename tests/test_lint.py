@@ -13,3 +13,40 @@ def test_ruff_check_is_clean():
     res = subprocess.run([sys.executable, "-m", "ruff", "check", "--output-format", "concise", "."], cwd=ROOT,
                          capture_output=True, text=True)
     assert res.returncode == 0, res.stdout + res.stderr
+
+
+def _imports(path: Path) -> set[str]:
+    """Modules a file imports (``import a.b`` and ``from a.b import c``), by parsing it."""
+    import ast
+
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names.add(node.module)
+    return names
+
+
+def test_dialogue_views_do_not_import_each_other():
+    """The exact and neural views of ``shiftbounds.dialogue`` share only the core; the core imports
+    neither view."""
+    pkg = ROOT / "shiftbounds" / "dialogue"
+    views = {"exact": "shiftbounds.dialogue.neural", "neural": "shiftbounds.dialogue.exact"}
+    for view, other in views.items():
+        for path in (pkg / view).rglob("*.py"):
+            bad = {m for m in _imports(path) if m.startswith(other)}
+            assert not bad, f"{path.relative_to(ROOT)} imports {sorted(bad)}"
+    for path in pkg.glob("*.py"):
+        bad = {m for m in _imports(path) if m.startswith(tuple(views.values()))}
+        assert not bad, f"core module {path.relative_to(ROOT)} imports a view: {sorted(bad)}"
+
+
+def test_log_softmax_only_in_the_loss_module():
+    """Logits are normalised in one place (``shiftbounds.losses``); model code aside, no other
+    module of the package, the experiments or the benchmarks calls ``log_softmax``."""
+    for folder in ("shiftbounds", "experiments", "benchmarks", "paper_figures"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path.name == "losses.py" or "nn" in path.relative_to(ROOT).parts:
+                continue
+            assert "log_softmax(" not in path.read_text(), path.relative_to(ROOT)

@@ -86,14 +86,14 @@ def test_acceptance_and_rule_user_knobs():
     rng = np.random.default_rng(0)
     wrong = '<api>add_order_item {"menu_item_id": "mocha-1", "quantity": "1"}'
     right = '<api>add_order_item {"menu_item_id": "latte-1", "quantity": "1", "attributes": [{"option": "Oat Milk"}]}'
-    assert is_acceptance(RuleUser(0.0, 0.0).reply(goal, right, 1, rng))
-    assert not is_acceptance(RuleUser(0.0, 0.0).reply(goal, wrong, 1, rng))
-    assert is_acceptance(RuleUser(1.0, 0.0).reply(goal, wrong, 1, rng))
+    assert is_acceptance(RuleUser(0.0, 0.0).reply(goal, right, 1, rng=rng))
+    assert not is_acceptance(RuleUser(0.0, 0.0).reply(goal, wrong, 1, rng=rng))
+    assert is_acceptance(RuleUser(1.0, 0.0).reply(goal, wrong, 1, rng=rng))
 
 
 @needs_data
 def test_acceptance_rule_on_every_human_confirmation_reply():
-    right, _ = confirmation_probes(load_tm4(), np.random.default_rng(0))
+    right, _ = confirmation_probes(load_tm4(), rng=np.random.default_rng(0))
     assert len(right) == 2760
     assert np.mean([is_acceptance(p.human_reply) for p in right]) == pytest.approx(0.914, abs=0.002)
 
@@ -101,7 +101,7 @@ def test_acceptance_rule_on_every_human_confirmation_reply():
 @needs_data
 def test_sycophancy_probes_and_metrics_on_taskmaster4():
     dialogues = load_tm4(limit=400)
-    right, wrong = confirmation_probes(dialogues, np.random.default_rng(0))
+    right, wrong = confirmation_probes(dialogues, rng=np.random.default_rng(0))
     assert len(right) == len(wrong) > 350
     # the judge passes every right probe and fails every swapped one
     assert all(order_success(p.goal, parse_orders(p.history)) == 1.0 for p in right)

@@ -9,15 +9,15 @@ import torch
 
 from experiments import full_pipeline as fp
 from shiftbounds.utils.cli import parse_config
-from shiftbounds.dialogue import measures as M
-from shiftbounds.dialogue.exact import prepare_task, sample_logs
-from shiftbounds.dialogue.history import exact_tree
-from shiftbounds.dialogue.rollout import ExplicitUser, NeuralUser, agent_turn_logits, rollout
-from shiftbounds.dialogue.stages import ModelConfig, RLConfig, SFTConfig, sft, train_agent
+from shiftbounds.dialogue.neural import measures as M
+from shiftbounds.dialogue.prepare import prepare_task, sample_logs
+from shiftbounds.dialogue.neural.history import exact_tree
+from shiftbounds.dialogue.neural.rollout import ExplicitUser, NeuralUser, agent_turn_logits, rollout
+from shiftbounds.dialogue.neural.training import ModelConfig, RLConfig, SFTConfig, sft, train_agent
 from shiftbounds.dialogue.tasks import guess_number, prompted_simulator
-from shiftbounds.dialogue.tokens import BOS, PAD, Vocab, encode
+from shiftbounds.dialogue.neural.tokens import BOS, PAD, Vocab, encode
 from shiftbounds.dialogue.summary import build_space
-from shiftbounds.dialogue.agents import data_policy
+from shiftbounds.dialogue.prepare import data_policy
 
 
 @pytest.fixture(scope="module")
@@ -25,7 +25,7 @@ def tiny():
     """guess_number with 3 numbers and 3 turns, the history-dependent real user; an agent SFT-ed
     briefly on 300 logs."""
     task = guess_number(3, horizon=3, reward_source="acceptance")
-    from shiftbounds.dialogue.exact import PreparedTask
+    from shiftbounds.dialogue.prepare import PreparedTask
     from shiftbounds.dialogue.summary import success_rewards, user_mdp
     from shiftbounds.dialogue.tasks import memory_user
 
@@ -120,9 +120,9 @@ def test_neural_estimates_agree_with_exact_tree(tiny):
     rng = np.random.default_rng(0)
     bias = np.sqrt(prep.space.n_states / n)
     for key, est, law_a, law_b in (
-        ("Delta", M.plugin_tv(s_real, states, prep.space.n_states, rng), tree_real["contexts"],
+        ("Delta", M.plugin_tv(s_real, states, prep.space.n_states, rng=rng), tree_real["contexts"],
          exact_tree(vocab, prep.space, agent, real, data_policy=prep.data_policy, follow="data")["contexts"]),
-        ("D", M.plugin_tv(s_real, s_sim, prep.space.n_states, rng), tree_real["contexts"], tree_sim["contexts"]),
+        ("D", M.plugin_tv(s_real, s_sim, prep.space.n_states, rng=rng), tree_real["contexts"], tree_sim["contexts"]),
     ):
         for t in range(3):
             exact = 0.5 * np.abs(law_a[t] - law_b[t]).sum()

@@ -21,7 +21,7 @@ from shiftbounds.conversations.rollouts import (
     static_reward_func,
 )
 from shiftbounds.conversations.simulators import HiddenGoalUser
-from shiftbounds.dialogue.exact import make_task, prepare_task, sample_logs
+from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
 from shiftbounds.dialogue.tasks import prompted_simulator
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")

@@ -147,3 +147,24 @@ def test_guard_resume_skips_config_fields_marked_resume_false(tmp_path):
     guard_resume(tmp_path, Cfg(out_dir="elsewhere"))
     with pytest.raises(ValueError, match="steps: saved 10, now 11"):
         guard_resume(tmp_path, Cfg(steps=11))
+
+
+def test_stage_cache_computes_once_then_loads(tmp_path):
+    from shiftbounds.utils.stages import StageCache
+
+    calls = []
+
+    def make():
+        calls.append(1)
+        return {"x": len(calls)}
+
+    cache = StageCache(tmp_path / "stages")
+    assert cache.json("a", make) == {"x": 1} and set(cache.seconds) == {"a"}
+    again = StageCache(tmp_path / "stages")
+    assert again.json("a", make) == {"x": 1} and calls == [1] and again.seconds == {}  # loaded, not recomputed
+    saved = []
+    value = again.torch("m", lambda: [1, 2], load=lambda p: ("loaded", p.name), save=lambda v, p: (saved.append(p.name), p.write_text("x")))
+    assert value == [1, 2] and saved == ["m.pt"]
+    assert again.torch("m", lambda: [3], load=lambda p: ("loaded", p.name), save=None) == ("loaded", "m.pt")
+    quiet = StageCache(tmp_path / "other", save=False)
+    assert quiet.json("b", make) == {"x": 2} and not (tmp_path / "other").exists()

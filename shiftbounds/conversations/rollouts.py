@@ -27,7 +27,7 @@ import torch
 
 from shiftbounds.conversations.simulators import UserSimulator
 from shiftbounds.losses import token_log_probs
-from shiftbounds.utils.seeding import derive_seed
+from shiftbounds.utils.seeding import derive_seed, torch_init_seed
 
 Judge = Callable[[Any, list[dict]], float]
 """``judge(goal, messages) -> float``: the task's reward of a finished dialogue."""
@@ -65,8 +65,7 @@ def _user_block(tokenizer, messages: list[dict]) -> list[int]:
 def _agent_turn(model, context: list[int], *, max_new_tokens: int, temperature: float, eos: int, seed: int):
     """Sample one agent turn after ``context``: ``(token ids, their log-probabilities)``."""
     ids = torch.tensor([context], device=model.device)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed % 2**63)
+    with torch_init_seed(seed, "agent_turn"):  # generate() draws from the global generator
         out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=True,
                              temperature=temperature, top_k=None, top_p=None, eos_token_id=eos, pad_token_id=eos,
                              output_scores=True, return_dict_in_generate=True)
@@ -137,7 +136,7 @@ def judge_reward_func(prompts, completions, judge_reward, **_) -> list[float]:
 def hidden_goal_judge(task) -> Judge:
     """The goal-aware judge of a synthetic hidden-goal task on its text rendering: each agent message
     ``propose:<goal>`` earns 1 if it names the goal and ``-wrong_penalty`` otherwise (other messages
-    earn 0), as :func:`shiftbounds.dialogue.logs.judge_reward` scores acts."""
+    earn 0), as :func:`shiftbounds.dialogue.tasks.judge_reward` scores acts."""
     def judge(goal: Any, messages: list[dict]) -> float:
         total = 0.0
         for m in messages:

@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 import torch
 
-from shiftbounds.utils.seeding import derive_seed, numpy_rng
+from shiftbounds.utils.seeding import numpy_rng, torch_init_seed
 
 PERSONA = ("You are a user talking to an assistant. Your goal: {goal}. Reply briefly, as the user would, "
            "and never reveal that you are a simulation.")
@@ -105,8 +105,7 @@ class LMUser:
     def respond(self, messages: list[dict]) -> tuple[str, bool]:
         ids = torch.tensor([self.prompt_ids(messages)], device=self.model.device)
         sample = self.temperature > 0
-        with torch.random.fork_rng(devices=[]):  # the reply's draws come from (seed, call), not the global state
-            torch.manual_seed(derive_seed(self._seed, "reply", self._calls) % 2**63)
+        with torch_init_seed(self._seed, "reply", self._calls):  # the reply's draws come from (seed, call), not the global state
             out = self.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=self.max_new_tokens,
                                       do_sample=sample, temperature=self.temperature if sample else None, top_k=None, top_p=None,
                                       eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id)
@@ -184,5 +183,5 @@ class OrderingUser:
     def respond(self, messages: list[dict]) -> tuple[str, bool]:
         agent_text = " ".join(m["content"] for m in messages if m["role"] in ("assistant", "tool"))
         turn = sum(m["role"] == "user" for m in messages)
-        reply = self.rule.reply(self.goal, agent_text, turn, self._rng)
+        reply = self.rule.reply(self.goal, agent_text, turn, rng=self._rng)
         return reply, reply.startswith("yes, that's right")

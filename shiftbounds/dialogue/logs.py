@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from shiftbounds.dialogue.summary import SummarySpace, next_state, response_table
-from shiftbounds.dialogue.tasks import HiddenGoalTask, UserModel, user_acts
+from shiftbounds.dialogue.tasks import HiddenGoalTask, UserModel, judge_reward, user_acts
 from shiftbounds.utils.io import atomic_write_text, jsonl_records
 
 
@@ -47,13 +47,6 @@ class Dialogue:
     def success(self) -> bool:
         """The dialogue ended with the true goal accepted."""
         return bool(self.rewards) and self.rewards[-1] == 1.0
-
-
-def judge_reward(task: HiddenGoalTask, action: int, goal: int) -> float:
-    """The goal-aware judge: 1 for proposing the goal, ``-wrong_penalty`` for a wrong proposal, 0 for a question."""
-    if task.is_question(action):
-        return 0.0
-    return 1.0 if action - task.n_questions == goal else -task.wrong_penalty
 
 
 def sample_dialogues(space: SummarySpace, policy: np.ndarray, user: UserModel, n: int, *,

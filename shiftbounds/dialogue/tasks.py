@@ -35,6 +35,7 @@ import itertools
 from dataclasses import dataclass, replace
 
 import numpy as np
+import torch
 
 REWARD_SOURCES = ("judge", "acceptance")
 
@@ -121,6 +122,20 @@ ENDING_ACTS = (ACCEPT, QUIT)
 def user_acts(task: HiddenGoalTask) -> tuple[str, ...]:
     """Names of the user's acts (its token vocabulary): yes, no, clarify, accept, reject, quit, leak:g."""
     return ("yes", "no", "clarify", "accept", "reject", "quit") + tuple(f"leak:{g}" for g in task.goals)
+
+
+def judge_reward(task: HiddenGoalTask, action, goal, *, dtype: torch.dtype | None = None):
+    """The goal-aware judge: 1 for proposing the goal, ``-wrong_penalty`` for a wrong proposal, 0
+    for a question; the one definition every view scores with.
+
+    ``action`` and ``goal`` are ints (returns a float) or torch tensors that broadcast (returns a
+    tensor of ``dtype``, default torch's default dtype, on their device)."""
+    Q = task.n_questions
+    if not isinstance(action, torch.Tensor):
+        return 0.0 if action < Q else 1.0 if action - Q == goal else -task.wrong_penalty
+    one, wrong, zero = (torch.tensor(v, dtype=dtype or torch.get_default_dtype(), device=action.device)
+                        for v in (1.0, -task.wrong_penalty, 0.0))
+    return torch.where(action >= Q, torch.where(action - Q == goal, one, wrong), zero)
 
 
 def answer_act(value: int) -> int:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shiftbounds.dialogue.measures import USER_RATES
+from shiftbounds.dialogue.neural.measures import USER_RATES
 from shiftbounds.figures.common import grouped_bars, shifts_against_bounds
 from shiftbounds.utils.plotting import new_figure, save_figure, series_style
 
@@ -131,7 +131,7 @@ def plot_pipeline_shifts(results: dict, stem: Path) -> list[Path]:
 
 
 def plot_pipeline_user_models(results: dict, stem: Path) -> list[Path]:
-    """Each user model's rates (:data:`~shiftbounds.dialogue.measures.USER_RATES`) at held-out logged histories."""
+    """Each user model's rates (:data:`~shiftbounds.dialogue.neural.measures.USER_RATES`) at held-out logged histories."""
     tasks, sims = results["config"]["tasks"], results["simulators"]
     fig, axes = new_figure(ncols=len(tasks), width=4.8, height=2.6)
     for j, task in enumerate(tasks):

@@ -30,7 +30,7 @@ class RuleUser:
     accept_wrong: float = 0.3
     leak: float = 0.2
 
-    def reply(self, goal: tuple[OrderItem, ...], agent_text: str, turn: int, rng: np.random.Generator) -> str:
+    def reply(self, goal: tuple[OrderItem, ...], agent_text: str, turn: int, *, rng: np.random.Generator) -> str:
         """The reply to a history whose agent turns are ``agent_text`` (its orders are read from
         the ``add_order_item`` calls in it) at user turn ``turn``."""
         orders = parse_orders(agent_text)
@@ -72,7 +72,7 @@ def user_replies(user, tokenizer, goals: list[tuple[OrderItem, ...]], histories:
     enc = tokenizer.encode
     user_id, agent_id = enc("<user>")[0], enc("<agent>")[0]
     if isinstance(user, RuleUser):
-        return [enc("<user>" + user.reply(g, tokenizer.decode(h), t, rng)) for g, h, t in zip(goals, histories, turns)]
+        return [enc("<user>" + user.reply(g, tokenizer.decode(h), t, rng=rng)) for g, h, t in zip(goals, histories, turns)]
     prompts = [[tokenizer.bos_token_id] + list(h) + enc(user_prompt(g, "")) + [user_id] for g, h in zip(goals, histories)]
     rows = sample_batch(user, prompts, max_new, stop_ids=[agent_id, tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id,
                         temperature=1.0, generator=generator, max_context=max_context)

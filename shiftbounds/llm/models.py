@@ -16,6 +16,8 @@ from pathlib import Path
 
 import torch
 
+from shiftbounds.utils.seeding import torch_init_seed
+
 
 class ByteTokenizer:
     """A byte-level tokenizer for models built from a config (no vocabulary file to download).
@@ -128,8 +130,8 @@ def build_tiny(spec: TinyLM, vocab_size: int, *, seed: int = 0):
     """A randomly initialised ``transformers`` causal LM of the given shape."""
     from transformers import AutoModelForCausalLM
 
-    torch.manual_seed(seed)
-    return AutoModelForCausalLM.from_config(tiny_config(spec, vocab_size))
+    with torch_init_seed(seed, "tiny_lm"):  # layer initialisation, global generator untouched
+        return AutoModelForCausalLM.from_config(tiny_config(spec, vocab_size))
 
 
 def load_causal_lm(path: str | Path | None, spec: TinyLM | None = None, *, special_tokens: tuple[str, ...] = (),

@@ -51,7 +51,7 @@ def _confirmation_index(d: TM4Dialogue) -> int | None:
     return None
 
 
-def _swap_item(calls: tuple, rng: np.random.Generator) -> tuple:
+def _swap_item(calls: tuple, *, rng: np.random.Generator) -> tuple:
     """The same calls with the first ``add_order_item``'s drink replaced by a different one."""
     out, done = [], False
     for name, req in calls:
@@ -64,7 +64,7 @@ def _swap_item(calls: tuple, rng: np.random.Generator) -> tuple:
     return tuple(out)
 
 
-def confirmation_probes(dialogues: list[TM4Dialogue], rng: np.random.Generator) -> tuple[list[Probe], list[Probe]]:
+def confirmation_probes(dialogues: list[TM4Dialogue], *, rng: np.random.Generator) -> tuple[list[Probe], list[Probe]]:
     """``(right, wrong)`` probes at each dialogue's first order confirmation (dialogues without one
     are skipped; the wrong probe swaps one drink)."""
     right, wrong = [], []
@@ -74,7 +74,7 @@ def confirmation_probes(dialogues: list[TM4Dialogue], rng: np.random.Generator) 
             continue
         turn = sum(role == "user" for role, _ in d.turns[: i + 1])
         calls = list(d.api_calls)
-        calls[i - 1] = _swap_item(calls[i - 1], rng)
+        calls[i - 1] = _swap_item(calls[i - 1], rng=rng)
         right.append(Probe(d.goal, render_tm4(d, upto=i + 1), turn, d.turns[i + 1][1]))
         wrong.append(Probe(d.goal, render_tm4(dataclasses.replace(d, api_calls=tuple(calls)), upto=i + 1), turn, ""))
     return right, wrong

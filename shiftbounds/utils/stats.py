@@ -48,8 +48,8 @@ def proportion_ci(successes: int, n: int, level: float = 0.95) -> Estimate:
     return Estimate(p, float(centre - half), float(centre + half), level)
 
 
-def _bootstrap_slope(u: np.ndarray, v: np.ndarray, rng: np.random.Generator, n_boot: int,
-                     level: float) -> Estimate:
+def _bootstrap_slope(u: np.ndarray, v: np.ndarray, n_boot: int, level: float, *,
+                     rng: np.random.Generator) -> Estimate:
     """Least-squares slope of ``v`` on ``u``; percentile bootstrap resampling within each
     distinct ``u`` (stratified, so every horizon stays represented)."""
     if np.unique(u).size < 2:
@@ -82,14 +82,14 @@ def loglog_slope(x: np.ndarray, y: np.ndarray, *, rng: np.random.Generator, n_bo
     x, y = _pair(x, y)
     if (x <= 0).any() or (y <= 0).any():
         raise ValueError(f"loglog_slope needs positive x and y; got min x {x.min():.3g}, min y {y.min():.3g}")
-    return _bootstrap_slope(np.log(x), np.log(y), rng, n_boot, level)
+    return _bootstrap_slope(np.log(x), np.log(y), n_boot, level, rng=rng)
 
 
 def linear_slope(x: np.ndarray, y: np.ndarray, *, rng: np.random.Generator, n_boot: int = 2000,
                  level: float = 0.95) -> Estimate:
     """Slope of ``y`` on ``x`` with a bootstrap CI (e.g. ``log n`` against ``H``: an exponential rate)."""
     x, y = _pair(x, y)
-    return _bootstrap_slope(x, y, rng, n_boot, level)
+    return _bootstrap_slope(x, y, n_boot, level, rng=rng)
 
 
 def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:

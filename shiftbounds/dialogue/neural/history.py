@@ -4,7 +4,7 @@ The summary MDP of :mod:`shiftbounds.dialogue.summary` is exact for policies of 
 neural agent reads the whole history, so its exact ``J``, ``eps_t`` and ``delta_t`` need the tree of
 (goal, history) pairs, enumerated turn by turn in batches. Feasible for tiny tasks only (the tree
 grows like ``G (A K)^H``); it is the ground truth that the sampled estimates of
-:mod:`shiftbounds.dialogue.measures` are tested against.
+:mod:`shiftbounds.dialogue.neural.measures` are tested against.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from shiftbounds.dialogue.rollout import ExplicitUser, Memory, agent_turn_logits
+from shiftbounds.dialogue.neural.rollout import ExplicitUser, Memory, agent_turn_logits
 from shiftbounds.dialogue.summary import SummarySpace
-from shiftbounds.dialogue.tasks import ACCEPT, ENDING_ACTS
-from shiftbounds.dialogue.tokens import BOS, PAD, Vocab
+from shiftbounds.dialogue.tasks import ACCEPT, ENDING_ACTS, judge_reward
+from shiftbounds.dialogue.neural.tokens import BOS, PAD, Vocab
 
 
 @torch.no_grad()
@@ -26,7 +26,7 @@ def exact_tree(vocab: Vocab, space: SummarySpace, agent, user: ExplicitUser, *, 
 
     Returns the exact ``J`` (judge reward) of the followed policy, and per turn: ``contexts`` (the
     law of the summary before the turn, ``[S + 1]``, the last entry the mass of ended dialogues:
-    what :func:`~shiftbounds.dialogue.measures.plugin_tv` estimates ``Delta_t`` and ``D_t`` from),
+    what :func:`~shiftbounds.dialogue.neural.measures.plugin_tv` estimates ``Delta_t`` and ``D_t`` from),
     ``eps`` (the TV between ``agent`` and ``pi_data`` at the visited histories, when ``data_policy``
     is given; with ``follow="data"`` this is docs/theory.md's ``eps_t``), and ``delta`` and ``rho``
     (the TV between ``user``'s and ``compare_user``'s answers after the followed act, and their
@@ -63,8 +63,7 @@ def exact_tree(vocab: Vocab, space: SummarySpace, agent, user: ExplicitUser, *, 
             gap = (1 + pen) * (pu[..., ACCEPT] - pc[..., ACCEPT]).abs() * (torch.arange(pa.shape[1]) >= Q)
             rho.append(float((prob[:, None] * pa * gap).sum()))
         acts = torch.arange(A)
-        one, wrong, zero = (torch.tensor(v, dtype=torch.float64) for v in (1.0, -pen, 0.0))  # not float32 scalars
-        r = torch.where(acts[None] >= Q, torch.where(acts[None] - Q == goals[:, None], one, wrong), zero)
+        r = judge_reward(task, acts[None], goals[:, None], dtype=torch.float64)  # not float32 scalars
         J += float((prob[:, None] * pa * r).sum())
         if t + 1 == H:
             break

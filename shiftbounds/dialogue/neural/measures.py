@@ -21,11 +21,18 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from shiftbounds.dialogue.rollout import ExplicitUser, NeuralUser, Rollout, agent_turn_logits, memory_along, rollout
-from shiftbounds.dialogue.stages import user_answer_probs
+from shiftbounds.dialogue.neural.rollout import (
+    ExplicitUser,
+    NeuralUser,
+    Rollout,
+    agent_turn_logits,
+    memory_along,
+    rollout,
+    user_answer_probs,
+)
 from shiftbounds.dialogue.summary import SummarySpace
 from shiftbounds.dialogue.tasks import ACCEPT, CLARIFY, N_BASE_USER_ACTS, NO, QUIT, YES
-from shiftbounds.dialogue.tokens import Vocab
+from shiftbounds.dialogue.neural.tokens import Vocab
 from shiftbounds.nn.transformer import Transformer
 from shiftbounds.utils.stats import mean_ci
 
@@ -103,7 +110,7 @@ def simulator_errors(ro: Rollout, task) -> dict:
     return {"delta": _per_turn_ci(tv, ro.turn_mask), "rho": _per_turn_ci(rho, ro.turn_mask)}
 
 
-def plugin_tv(a: np.ndarray, b: np.ndarray, n_states: int, rng: np.random.Generator, n_boot: int = 200) -> dict:
+def plugin_tv(a: np.ndarray, b: np.ndarray, n_states: int, *, rng: np.random.Generator, n_boot: int = 200) -> dict:
     """Per-turn plug-in TV between the empirical context distributions of two samples ``[N, H]``
     (``-1`` = ended and :data:`OFF_SUPPORT` each count as one extra context), with a bootstrap CI."""
     H = a.shape[1]

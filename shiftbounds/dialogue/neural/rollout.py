@@ -16,8 +16,8 @@ from dataclasses import dataclass
 import torch
 
 from shiftbounds.dialogue.summary import response_table
-from shiftbounds.dialogue.tasks import ACCEPT, ENDING_ACTS, NO, REJECT, YES, HiddenGoalTask, UserModel
-from shiftbounds.dialogue.tokens import BOS, PAD, Vocab
+from shiftbounds.dialogue.tasks import ACCEPT, ENDING_ACTS, NO, REJECT, YES, HiddenGoalTask, UserModel, judge_reward
+from shiftbounds.dialogue.neural.tokens import BOS, PAD, Vocab
 from shiftbounds.nn.generate import sample_tokens
 from shiftbounds.nn.transformer import Transformer
 
@@ -177,8 +177,7 @@ def rollout(vocab: Vocab, agent: Transformer, user: ExplicitUser | NeuralUser, g
         u = sample_tokens(torch.log(pu.clamp_min(1e-30)), 1.0, generator)
         u_tok = torch.where(alive, u + u_off, PAD)
         proposal = a >= Q
-        right = proposal & (a - Q == goals)
-        rj = torch.where(proposal, torch.where(right, 1.0, -pen), 0.0) * alive
+        rj = judge_reward(task, a, goals) * alive
         ra = torch.where(proposal, torch.where(u == ACCEPT, 1.0, torch.where(u == REJECT, -pen, 0.0)), 0.0) * alive
         for key, val in (("actions", torch.where(alive, a, -1)), ("acts", torch.where(alive, u, -1)),
                          ("mask", alive.float()), ("pa", pa), ("pu", pu), ("rj", rj), ("ra", ra)):
@@ -209,3 +208,10 @@ def user_turn_logits(vocab: Vocab, user_net: Transformer, user_view: torch.Tenso
     lu = logits[:, 2::2, vocab.user_offset: vocab.user_offset + vocab.n_user]
     valid = vocab.valid_user_acts().to(lu.device)[actions.clamp_min(0)]
     return lu.masked_fill(~valid, float("-inf"))
+
+
+def user_answer_probs(vocab: Vocab, sim: ExplicitUser | Transformer, data: dict) -> torch.Tensor:
+    """The simulator's answer distribution ``[N, H, K]`` at every logged history."""
+    if isinstance(sim, ExplicitUser):
+        return sim.at_histories(data["goals"], data["actions"], data["acts"])
+    return torch.softmax(user_turn_logits(vocab, sim, data["user_view"], data["actions"]), -1)

@@ -11,7 +11,7 @@ Every paradigm starts from the same logs (``n`` dialogues of ``pi_data`` with th
   of policy improvement over ``pi_data``.
 * **Interactive RL**: the optimal policy against the prompt-based simulator (exact DP).
 * **Calibrated Interactive RL**: the optimal policy against a simulator fitted to the same logs
-  (:mod:`shiftbounds.dialogue.calibration`), count model or shared-parameter model.
+  (:mod:`shiftbounds.dialogue.exact.calibration`), count model or shared-parameter model.
 
 The exact solutions carry no KL penalty: they are the end points that regularised training
 approaches as its budget grows.

@@ -23,8 +23,16 @@ from typing import Callable
 
 import torch
 
-from shiftbounds.dialogue.rollout import ExplicitUser, NeuralUser, agent_turn_logits, rollout, user_turn_logits
-from shiftbounds.dialogue.tokens import Vocab
+from shiftbounds.dialogue.neural.rollout import (
+    ExplicitUser,
+    NeuralUser,
+    agent_turn_logits,
+    rollout,
+    user_answer_probs,
+    user_turn_logits,
+)
+from shiftbounds.dialogue.neural.tokens import Vocab
+from shiftbounds.dialogue.tasks import judge_reward
 from shiftbounds.losses import gather_tokens, group_advantages, log_probs, nll, policy_gradient_loss
 from shiftbounds.nn.generate import multinomial
 from shiftbounds.nn.transformer import Transformer, TransformerConfig
@@ -72,7 +80,7 @@ def _batches(n: int, batch: int, steps: int, generator: torch.Generator, device:
 
 def sft(vocab: Vocab, net: Transformer, data: dict, side: str, cfg: SFTConfig, generator: torch.Generator,
         progress: Callable | None = None) -> Transformer:
-    """Maximum likelihood on one side's turns of encoded logs (:func:`~shiftbounds.dialogue.tokens.encode`).
+    """Maximum likelihood on one side's turns of encoded logs (:func:`~shiftbounds.dialogue.neural.tokens.encode`).
 
     ``side="agent"``: NLL of ``a_t`` given the agent view; ``side="user"``: NLL of ``u_t`` given the
     goal-first view (valid acts only). Returns the trained network (a copy).
@@ -113,13 +121,6 @@ def user_nll(vocab: Vocab, user: ExplicitUser | Transformer, data: dict) -> torc
 
 
 # ----------------------------------------------------------------------------- realism discriminator
-def user_answer_probs(vocab: Vocab, sim: ExplicitUser | Transformer, data: dict) -> torch.Tensor:
-    """The simulator's answer distribution ``[N, H, K]`` at every logged history."""
-    if isinstance(sim, ExplicitUser):
-        return sim.at_histories(data["goals"], data["actions"], data["acts"])
-    return torch.softmax(user_turn_logits(vocab, sim, data["user_view"], data["actions"]), -1)
-
-
 def _fake_views(vocab: Vocab, sim, data: dict, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
     """Copies of the user views with one random alive turn's user act replaced by a simulator sample;
     returns the views and the replaced turn index per dialogue."""
@@ -270,7 +271,7 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
     if paradigm != "static" and user is None:
         raise ValueError(f"{paradigm} RL needs a user simulator")
     task = vocab.task
-    H, Q, pen = task.horizon, task.n_questions, task.wrong_penalty
+    H = task.horizon
     agent = copy.deepcopy(sft_agent).train()
     ref = sft_agent.eval()
     opt = torch.optim.AdamW(agent.parameters(), lr=cfg.lr, weight_decay=0.0)
@@ -310,8 +311,7 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
             logp = log_probs(logits)
             acts = multinomial(logp.exp().repeat_interleave(cfg.group, 0), generator)  # [M*G]
             goal = logs["goals"][d].repeat_interleave(cfg.group)
-            proposal = acts >= Q
-            reward = torch.where(proposal, torch.where(acts - Q == goal, 1.0, -pen), 0.0)
+            reward = judge_reward(task, acts, goal)
             if cfg.static_reward == "one_step":
                 logged = logs["actions"][d, t].repeat_interleave(cfg.group)
                 togo = logs["togo"][d, t].repeat_interleave(cfg.group)

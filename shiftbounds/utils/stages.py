@@ -1,0 +1,66 @@
+"""One stage cache for every experiment: a finished stage is loaded from disk, not recomputed.
+
+A run is a sequence of named stages (an SFT model, a calibrated simulator, a measurement ...).
+:class:`StageCache` keeps each stage's output under one folder, ``<name>.json`` or ``<name>.pt``,
+written atomically once the stage has finished, so a run killed at any point and started again
+recomputes only the stages that had not finished. That a folder belongs to the same settings is
+checked once per run by :func:`shiftbounds.utils.io.guard_resume`; the stages must draw from
+generators keyed by their own names (:mod:`shiftbounds.utils.seeding`), so that a loaded stage
+and a recomputed one are interchangeable.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any, Callable, TypeVar
+
+from shiftbounds.utils.io import read_json, write_json
+
+T = TypeVar("T")
+
+
+class StageCache:
+    """Stages saved under ``folder``.
+
+    Args:
+        folder: where ``<name>.json`` / ``<name>.pt`` live (created on the first save).
+        save: ``False`` computes without writing (e.g. every process but the main one of a
+            distributed run).
+
+    Attributes:
+        seconds: wall seconds of every stage computed (not loaded) through this cache.
+    """
+
+    def __init__(self, folder: str | Path, *, save: bool = True) -> None:
+        self.folder = Path(folder)
+        self.save = save
+        self.seconds: dict[str, float] = {}
+
+    def _compute(self, name: str, make: Callable[[], T]) -> T:
+        t0 = time.perf_counter()
+        value = make()
+        self.seconds[name] = time.perf_counter() - t0
+        return value
+
+    def json(self, name: str, make: Callable[[], Any]) -> Any:
+        """``<name>.json`` if it exists, else ``make()`` written there (a JSON-able value)."""
+        path = self.folder / f"{name}.json"
+        if path.exists():
+            return read_json(path)
+        value = self._compute(name, make)
+        if self.save:
+            write_json(path, value)
+        return value
+
+    def torch(self, name: str, make: Callable[[], T], *, load: Callable[[Path], T],
+              save: Callable[[T, Path], None]) -> T:
+        """``load(<name>.pt)`` if it exists, else ``make()`` saved there with ``save(value, path)``
+        (which must write atomically, e.g. :func:`shiftbounds.nn.transformer.save_model`)."""
+        path = self.folder / f"{name}.pt"
+        if path.exists():
+            return load(path)
+        value = self._compute(name, make)
+        if self.save:
+            save(value, path)
+        return value
