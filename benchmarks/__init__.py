@@ -9,8 +9,9 @@ implementation in the same run, and writes ``results.json`` (config, environment
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from shiftbounds.utils.io import atomic_write_text, markdown_table, run_environment, write_json
 

@@ -23,9 +23,9 @@ import torch
 
 from benchmarks import best_time, write_report
 from shiftbounds.dialogue.neural.rollout import NeuralUser, rollout
+from shiftbounds.dialogue.neural.tokens import BOS, Vocab
 from shiftbounds.dialogue.neural.training import ModelConfig
 from shiftbounds.dialogue.tasks import guess_number
-from shiftbounds.dialogue.neural.tokens import BOS, Vocab
 from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.seeding import torch_generator, torch_init_seed
 

@@ -27,11 +27,11 @@ from pathlib import Path
 import numpy as np
 
 from shiftbounds import constructions as C
+from shiftbounds.figures import plot_bound_check
 from shiftbounds.shift import policy_shift, simulator_shift
 from shiftbounds.tabular import mixture_policy
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
-from shiftbounds.figures import plot_bound_check
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import numpy_rng
 from shiftbounds.utils.stats import loglog_slope
@@ -161,8 +161,8 @@ def run(cfg: BoundCheckConfig, stream=sys.stderr) -> dict:
     write_csv(out / "slopes.csv", slopes)
     write_csv(out / "cliff_ratios.csv", ratios)
     write_json(out / "results.json", results)
-    md = ("# bound_check\n\nPer-turn error eps = {:.3g} (eps*H <= {:.3g}).\n\n## Slopes of log gap on log H "
-          "(95 % bootstrap CI)\n\n".format(cfg.eps, cfg.eps_H))
+    md = (f"# bound_check\n\nPer-turn error eps = {cfg.eps:.3g} (eps*H <= {cfg.eps_H:.3g}).\n\n## Slopes of log gap on log H "
+          "(95 % bootstrap CI)\n\n")
     md += markdown_table(slopes, ["family", "kind", "gap_slope", "gap_slope_low", "gap_slope_high", "bound_slope"])
     md += "\n## Cliff: gap / Theorem 1 bound\n\n" + markdown_table(ratios, ["eps_H", "H", "gap", "bound", "ratio"])
     md += "\n## Gap and bound per horizon (means over instances)\n\n" + markdown_table(rows)

@@ -41,10 +41,10 @@ import numpy as np
 import torch
 
 from shiftbounds.dialogue.exact.study import prompted_paradigm, reference_results
-from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
 from shiftbounds.dialogue.logs import read_jsonl, split, write_jsonl
 from shiftbounds.dialogue.neural import measures as M
 from shiftbounds.dialogue.neural.rollout import ExplicitUser, NeuralUser, rollout
+from shiftbounds.dialogue.neural.tokens import Vocab, encode
 from shiftbounds.dialogue.neural.training import (
     ModelConfig,
     RLConfig,
@@ -56,13 +56,13 @@ from shiftbounds.dialogue.neural.training import (
     train_discriminator,
     user_nll,
 )
+from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
 from shiftbounds.dialogue.tasks import REAL_USERS, REWARD_SOURCES, TASKS, prompted_simulator
-from shiftbounds.dialogue.neural.tokens import Vocab, encode
+from shiftbounds.figures import plot_pipeline_curves, plot_pipeline_shifts, plot_pipeline_user_models
 from shiftbounds.nn.transformer import load_model, save_model
 from shiftbounds.theory.bounds import compounding
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
-from shiftbounds.figures import plot_pipeline_curves, plot_pipeline_shifts, plot_pipeline_user_models
 from shiftbounds.utils.progress import Progress, format_seconds
 from shiftbounds.utils.seeding import numpy_rng, torch_generator, torch_init_seed
 from shiftbounds.utils.stages import StageCache

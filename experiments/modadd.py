@@ -24,6 +24,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from shiftbounds.figures import plot_modadd
+from shiftbounds.llm.models import resolve_device
 from shiftbounds.modadd import (
     LAWS,
     METHODS,
@@ -36,11 +38,9 @@ from shiftbounds.modadd import (
     train_student,
     train_teacher,
 )
-from shiftbounds.llm.models import resolve_device
 from shiftbounds.nn.transformer import load_model, save_model
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
-from shiftbounds.figures import plot_modadd
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import torch_generator, torch_init_seed
 from shiftbounds.utils.stats import mean_ci

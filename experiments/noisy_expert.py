@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 
+from shiftbounds.figures import plot_noisy_expert
 from shiftbounds.imitation import (
     LearnerConfig,
     combination_lock,
@@ -37,7 +38,6 @@ from shiftbounds.imitation import (
 from shiftbounds.tabular import expected_return, uniform_policy
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
-from shiftbounds.figures import plot_noisy_expert
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import numpy_rng
 

@@ -43,10 +43,14 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from shiftbounds.figures.text import plot_text_realism, plot_text_sycophancy
 from shiftbounds.llm.dialogue import RuleUser, dialogue_pg_loss, roll_out_batch, user_prompt
 from shiftbounds.llm.distributed import all_mean, init_from_env, shard, wrap
 from shiftbounds.llm.memory import Stage, estimate, format_estimate, model_shape
 from shiftbounds.llm.models import ByteTokenizer, TinyLM, check_model_folder, load_causal_lm, tiny_config
+from shiftbounds.llm.realism import TURN_BUCKETS, discriminator_auc_by_turn, discriminator_auc_ci, turn_bucket
+from shiftbounds.llm.sampling import sample_batch
+from shiftbounds.llm.sycophancy import confirmation_probes, disclosure_probes, sycophancy_metrics
 from shiftbounds.llm.taskmaster import (
     ROLE_TOKENS,
     load_reward_labels,
@@ -55,10 +59,6 @@ from shiftbounds.llm.taskmaster import (
     split_by_dialogue,
     user_turn_examples,
 )
-from shiftbounds.figures.text import plot_text_realism, plot_text_sycophancy
-from shiftbounds.llm.realism import TURN_BUCKETS, discriminator_auc_by_turn, discriminator_auc_ci, turn_bucket
-from shiftbounds.llm.sampling import sample_batch
-from shiftbounds.llm.sycophancy import confirmation_probes, disclosure_probes, sycophancy_metrics
 from shiftbounds.llm.training import (
     RewardModel,
     classifier_scores,
@@ -68,13 +68,20 @@ from shiftbounds.llm.training import (
     per_example_nll,
     span_nll,
 )
-from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.losses import group_advantages, policy_gradient_loss, token_log_probs
-from shiftbounds.utils.io import (atomic_torch_save, atomic_write_text, guard_resume, markdown_table, read_json, write_csv,
-                                  write_json)
+from shiftbounds.utils.cli import exit_on_stale, parse_config
+from shiftbounds.utils.io import (
+    atomic_torch_save,
+    atomic_write_text,
+    guard_resume,
+    markdown_table,
+    read_json,
+    write_csv,
+    write_json,
+)
 from shiftbounds.utils.progress import Progress
-from shiftbounds.utils.stages import StageCache
 from shiftbounds.utils.seeding import numpy_rng, torch_generator
+from shiftbounds.utils.stages import StageCache
 from shiftbounds.utils.stats import roc_auc
 
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from shiftbounds import figures as F
 from shiftbounds.utils.cli import parse_config

@@ -26,8 +26,8 @@ of the paper's Theorem 2), which removes the noise from the student's own sample
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 

@@ -2,26 +2,26 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import numpy as np
 import pytest
 
 from shiftbounds.dialogue.exact.agents import behaviour_cloning
 from shiftbounds.dialogue.exact.calibration import fit_count_model, fit_shared_model
-from shiftbounds.dialogue.exact.study import logged_paradigms, prompted_paradigm
-from shiftbounds.dialogue.prepare import data_policy, make_task, prepare_task, sample_logs
-from shiftbounds.dialogue.logs import read_jsonl, split, write_jsonl
 from shiftbounds.dialogue.exact.paradigms import logged_contexts, static_context_rl
+from shiftbounds.dialogue.exact.study import logged_paradigms, prompted_paradigm
+from shiftbounds.dialogue.logs import read_jsonl, split, write_jsonl
+from shiftbounds.dialogue.prepare import data_policy, make_task, prepare_task, sample_logs
 from shiftbounds.dialogue.summary import DONE, build_space, next_state, posterior, success_rewards, user_mdp
 from shiftbounds.dialogue.tasks import (
-    judge_reward,
     ACCEPT,
     QUIT,
     UserModel,
     answer_act,
     booking,
     guess_number,
+    judge_reward,
     memory_user,
     prompted_simulator,
     real_user,
@@ -41,7 +41,7 @@ def generative_return(task, model: UserModel, policy: np.ndarray, space) -> floa
     reward source."""
     pen = task.wrong_penalty
 
-    @lru_cache(maxsize=None)
+    @cache
     def value(goal: int, s: int, t: int, history: tuple) -> float:
         if t == task.horizon or s == 0:
             return 0.0

@@ -10,8 +10,8 @@ import torch
 from experiments import modadd as exp
 from shiftbounds.modadd import (
     ModAddTask,
-    chain_logits,
     StudentConfig,
+    chain_logits,
     consistent_targets,
     noisy_teacher_log_probs,
     prefix_has_error,

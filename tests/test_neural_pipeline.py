@@ -2,22 +2,20 @@
 
 from __future__ import annotations
 
-
 import numpy as np
 import pytest
 import torch
 
 from experiments import full_pipeline as fp
-from shiftbounds.utils.cli import parse_config
 from shiftbounds.dialogue.neural import measures as M
-from shiftbounds.dialogue.prepare import prepare_task, sample_logs
 from shiftbounds.dialogue.neural.history import exact_tree
 from shiftbounds.dialogue.neural.rollout import ExplicitUser, NeuralUser, agent_turn_logits, rollout
-from shiftbounds.dialogue.neural.training import ModelConfig, RLConfig, SFTConfig, sft, train_agent
-from shiftbounds.dialogue.tasks import guess_number, prompted_simulator
 from shiftbounds.dialogue.neural.tokens import BOS, PAD, Vocab, encode
+from shiftbounds.dialogue.neural.training import ModelConfig, RLConfig, SFTConfig, sft, train_agent
+from shiftbounds.dialogue.prepare import data_policy, prepare_task, sample_logs
 from shiftbounds.dialogue.summary import build_space
-from shiftbounds.dialogue.prepare import data_policy
+from shiftbounds.dialogue.tasks import guess_number, prompted_simulator
+from shiftbounds.utils.cli import parse_config
 
 
 @pytest.fixture(scope="module")

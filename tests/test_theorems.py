@@ -13,7 +13,7 @@ import torch
 from hypothesis import example, given, settings, target
 from hypothesis import strategies as st
 
-from shiftbounds.constructions import cliff, random_mdp, random_policy, simulator_cliff, perturbed_simulator
+from shiftbounds.constructions import cliff, perturbed_simulator, random_mdp, random_policy, simulator_cliff
 from shiftbounds.shift import policy_shift, simulator_shift, total_variation, unified_shift
 from shiftbounds.tabular import (
     TabularMDP,

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from shiftbounds.conversations.records import Conversation
 from shiftbounds.conversations.simulators import PERSONA, simulator_view

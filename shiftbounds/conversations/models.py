@@ -8,8 +8,8 @@ with ``save_pretrained`` so that every stage loads it like any other model.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import torch
 

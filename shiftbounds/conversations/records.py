@@ -1,9 +1,11 @@
-"""The conversational record format: one dialogue per JSONL line (or ``datasets.Dataset`` row)::
+r"""The conversational record format, one dialogue per JSONL line (or ``datasets.Dataset`` row).
+
+A record::
 
     {"id": "tm4-0001", "goal": {"order": [{"item": "latte", "quantity": 1}]},
      "messages": [{"role": "user", "content": "Hi, a latte please"},
                   {"role": "assistant", "content": "Hot or iced?"},
-                  {"role": "tool", "content": "{\\"add_order_item\\": {...}}"}]}
+                  {"role": "tool", "content": "{\"add_order_item\": {...}}"}]}
 
 ``id`` is a non-empty string, unique in a file; ``goal`` is any JSON value (the user's hidden goal:
 what a user simulator is told and what the task's judge scores against); ``messages`` is a
@@ -15,9 +17,10 @@ non-empty list of ``{"role", "content"}`` with ``role`` in :data:`ROLES` and ``c
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from shiftbounds.utils.io import atomic_write_text, jsonl_records
 

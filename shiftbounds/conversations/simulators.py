@@ -81,7 +81,7 @@ class LMUser:
         self.goal, self._seed, self._calls = None, 0, 0
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | Path, **kw) -> "LMUser":
+    def from_pretrained(cls, name_or_path: str | Path, **kw) -> LMUser:
         """Load a simulator from a Hub id or a folder; a folder written by
         :func:`~shiftbounds.conversations.calibration.calibrate` supplies its persona and name."""
         from shiftbounds.conversations.models import load_chat_model

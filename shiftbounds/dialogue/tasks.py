@@ -105,7 +105,7 @@ class HiddenGoalTask:
     def is_question(self, action: int) -> bool:
         return action < self.n_questions
 
-    def with_(self, **changes) -> "HiddenGoalTask":
+    def with_(self, **changes) -> HiddenGoalTask:
         """A copy with some fields changed (validated again)."""
         return replace(self, **changes)
 

@@ -23,7 +23,7 @@ def plot_bound_check(results: dict, stem: Path) -> list[Path]:
     ax.set_yscale("log")
     ax.set_xlabel("horizon H (turns)")
     ax.set_ylabel(r"$|J - J_{\mathrm{train}}|$ (markers), bound (dotted)")
-    ax.set_title(r"gap vs $H$ at $\epsilon H \leq %.2g$" % results["config"]["eps_H"])
+    ax.set_title(rf"gap vs $H$ at $\epsilon H \leq {results['config']['eps_H']:.2g}$")
     ax.legend(loc="upper left", frameon=False)
     ax = axes[0, 1]
     cr = results["cliff_ratios"]

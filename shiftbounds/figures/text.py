@@ -6,8 +6,8 @@ from pathlib import Path
 
 import numpy as np
 
-from shiftbounds.llm.realism import TURN_BUCKETS, discriminator_auc_ci
 from shiftbounds.figures.common import grouped_bars
+from shiftbounds.llm.realism import TURN_BUCKETS, discriminator_auc_ci
 from shiftbounds.utils.plotting import new_figure, save_figure, series_style
 
 

@@ -11,7 +11,7 @@ context and turn together, as the discriminator realism reward of Calibrated Int
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import torch

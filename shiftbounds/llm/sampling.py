@@ -9,7 +9,7 @@ first stop token, and the loop ends when all rows have stopped. Randomness comes
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 

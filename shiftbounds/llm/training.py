@@ -25,7 +25,7 @@ class SpanBatch:
     attention_mask: torch.Tensor
     target_mask: torch.Tensor
 
-    def to(self, device) -> "SpanBatch":
+    def to(self, device) -> SpanBatch:
         return SpanBatch(self.input_ids.to(device), self.attention_mask.to(device), self.target_mask.to(device))
 
 

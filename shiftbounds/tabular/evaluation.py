@@ -119,7 +119,7 @@ def expected_return(mdp: TabularMDP, policy: Array) -> Array:
 
 
 def static_context_return(mdp: TabularMDP, policy: Array, data_policy: Array) -> Array:
-    """Static Context RL objective on logged contexts (docs/theory.md §2):
+    """Static Context RL objective on logged contexts (docs/theory.md §2).
 
     ``J_static(pi) = sum_t sum_{s,a} d_t^{pi_data}(s) pi_t(a|s) r_t(s,a)``; shape ``[...]``.
     """

@@ -123,7 +123,7 @@ class TabularMDP:
         check_distribution("initial", mu)
 
     @classmethod
-    def _unchecked(cls, transitions: Array, rewards: Array, initial: Array) -> "TabularMDP":
+    def _unchecked(cls, transitions: Array, rewards: Array, initial: Array) -> TabularMDP:
         """Build without validation: only for slices of an already validated MDP."""
         obj = object.__new__(cls)
         object.__setattr__(obj, "transitions", transitions)
@@ -157,7 +157,7 @@ class TabularMDP:
             )
         )
 
-    def with_rewards(self, rewards: Array) -> "TabularMDP":
+    def with_rewards(self, rewards: Array) -> TabularMDP:
         """The same dynamics with other rewards (e.g. a simulator's own judged reward)."""
         return TabularMDP(self.transitions, rewards, self.initial)
 

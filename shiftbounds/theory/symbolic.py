@@ -6,9 +6,9 @@ so a test comparing it with the numeric engine checks the derivation as well as 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
-from typing import Callable
+from functools import cache
 
 import sympy as sp
 
@@ -32,7 +32,7 @@ def _closed(expr: sp.Expr, symbols: tuple[sp.Symbol, ...]) -> ClosedForm:
     return ClosedForm(expr, symbols, sp.lambdify(symbols, expr, "numpy"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def compounding_sum() -> ClosedForm:
     """``sum_{t<H} sum_{k<t} eps = eps H (H-1) / 2`` (Theorem 1's last step), callable ``(eps, H)``."""
     inner = sp.summation(eps, (k, 0, t - 1))
@@ -40,7 +40,7 @@ def compounding_sum() -> ClosedForm:
     return _closed(expr, (eps, H))
 
 
-@lru_cache(maxsize=None)
+@cache
 def cliff_gap() -> ClosedForm:
     """The cliff's exact static-context gap ``R (H - sum_{t<H} (1-eps)^t)
     = R (H - (1 - (1-eps)^H) / eps)``, callable ``(R, eps, H)``."""
@@ -49,7 +49,7 @@ def cliff_gap() -> ClosedForm:
     return _closed(expr, (R, eps, H))
 
 
-@lru_cache(maxsize=None)
+@cache
 def cliff_gap_series(order: int = 3) -> ClosedForm:
     """Taylor series of :func:`cliff_gap` in ``eps`` up to ``eps**(order-1)``, callable ``(R, eps, H)``.
 
@@ -60,7 +60,7 @@ def cliff_gap_series(order: int = 3) -> ClosedForm:
     return _closed(sp.factor(sp.expand(sp.expand_func(expr))), (R, eps, H))
 
 
-@lru_cache(maxsize=None)
+@cache
 def lock_reach_probability() -> ClosedForm:
     """Probability that a noisy-expert trajectory of the combination lock reaches level ``t``:
     ``q^t`` with ``q = 1 - eta + eta/A`` (docs/theory.md §5); callable ``(q, t)``."""

@@ -23,8 +23,9 @@ import dataclasses
 import json
 import os
 import typing
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping, TypeVar
+from typing import Any, TypeVar
 
 C = TypeVar("C")
 

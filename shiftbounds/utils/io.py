@@ -12,9 +12,10 @@ import json
 import math
 import os
 import tempfile
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

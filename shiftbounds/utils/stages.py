@@ -12,8 +12,9 @@ and a recomputed one are interchangeable.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 from shiftbounds.utils.io import read_json, write_json
 

@@ -13,9 +13,9 @@ import numpy as np
 import torch
 
 from shiftbounds.dialogue.neural.rollout import ExplicitUser, Memory, agent_turn_logits
+from shiftbounds.dialogue.neural.tokens import BOS, PAD, Vocab
 from shiftbounds.dialogue.summary import SummarySpace
 from shiftbounds.dialogue.tasks import ACCEPT, ENDING_ACTS, judge_reward
-from shiftbounds.dialogue.neural.tokens import BOS, PAD, Vocab
 
 
 @torch.no_grad()

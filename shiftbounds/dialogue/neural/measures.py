@@ -30,9 +30,9 @@ from shiftbounds.dialogue.neural.rollout import (
     rollout,
     user_answer_probs,
 )
+from shiftbounds.dialogue.neural.tokens import Vocab
 from shiftbounds.dialogue.summary import SummarySpace
 from shiftbounds.dialogue.tasks import ACCEPT, CLARIFY, N_BASE_USER_ACTS, NO, QUIT, YES
-from shiftbounds.dialogue.neural.tokens import Vocab
 from shiftbounds.nn.transformer import Transformer
 from shiftbounds.utils.stats import mean_ci
 
@@ -136,7 +136,7 @@ USER_RATES = ("accept_wrong", "leak", "clarify", "clarify_first", "clarify_last"
 
 @torch.no_grad()
 def sycophancy(vocab: Vocab, user, data: dict) -> dict:
-    """How a user model behaves at logged histories, each rate the mean of its probabilities there:
+    """How a user model behaves at logged histories, each rate the mean of its probabilities there.
 
     * ``accept_wrong``: accepting a wrong proposal; ``leak``: volunteering the goal at a question;
     * ``clarify``: asking for clarification at a question, also split into ``clarify_first`` (turn 0)

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import torch
 
+from shiftbounds.dialogue.neural.tokens import BOS, PAD, Vocab
 from shiftbounds.dialogue.summary import response_table
 from shiftbounds.dialogue.tasks import ACCEPT, ENDING_ACTS, NO, REJECT, YES, HiddenGoalTask, UserModel, judge_reward
-from shiftbounds.dialogue.neural.tokens import BOS, PAD, Vocab
 from shiftbounds.nn.generate import sample_tokens
 from shiftbounds.nn.transformer import Transformer
 
@@ -31,7 +31,7 @@ class Memory:
     repeats: torch.Tensor
 
     @staticmethod
-    def empty(task: HiddenGoalTask, batch: int, device=None) -> "Memory":
+    def empty(task: HiddenGoalTask, batch: int, device=None) -> Memory:
         return Memory(torch.full((batch, task.n_questions), -1, dtype=torch.long, device=device),
                       torch.zeros(batch, dtype=torch.long, device=device))
 
@@ -41,7 +41,7 @@ class Memory:
         prev = self.first.gather(1, actions.clamp(0, Q - 1)[:, None])[:, 0]
         return torch.where((actions >= 0) & (actions < Q), prev, -1)
 
-    def after(self, task: HiddenGoalTask, actions: torch.Tensor, acts: torch.Tensor, alive: torch.Tensor) -> "Memory":
+    def after(self, task: HiddenGoalTask, actions: torch.Tensor, acts: torch.Tensor, alive: torch.Tensor) -> Memory:
         """The memory after the agent's ``actions`` and the user's ``acts`` in the ``alive`` dialogues
         (the same update as :func:`~shiftbounds.dialogue.summary.next_state`)."""
         prev = self.previous(task, actions)
