@@ -221,42 +221,30 @@ def _student(cfg: LearnerConfig, counts: np.ndarray, eta: float) -> np.ndarray:
 def sample_complexity(mdp: TabularMDP, expert: np.ndarray, eta: float, cfg: LearnerConfig, *,
                       target: float, budget: int, rng: np.random.Generator) -> SampleComplexity:
     """Run ``cfg.learner`` until the greedy student is within ``target`` of ``J(pi*)`` or the
-    budget of episodes is spent. BC is checked at ``n = 1, 2, 4, ...`` on nested data (one stream
-    of noisy-expert trajectories); online learners after every episode."""
+    budget of episodes is spent. Every learner is checked after every episode (BC on nested data:
+    one stream of noisy-expert trajectories), so no method's count is rounded up; the return is
+    recomputed only when the greedy student changes."""
     H, S, A = mdp.horizon, mdp.n_states, mdp.n_actions
     J_star = float(expected_return(mdp, expert))
     noisy = noisy_expert(expert, eta)
     counts = np.zeros((H, S, A))
     t_idx = np.arange(H)
 
-    def subopt(student: np.ndarray) -> float:
-        return J_star - float(expected_return(mdp, greedy_policy(student)))
-
-    if cfg.learner == "bc":
-        n, next_check = 0, 1
-        while n < budget:
-            s, a = rollout(mdp, noisy, rng=rng)
-            counts[t_idx, s, a] += 1
-            n += 1
-            if n == next_check or n == budget:
-                gap = subopt(_student(cfg, counts, eta))
-                if gap <= target:
-                    return SampleComplexity(n, n * H, gap)
-                next_check *= 2
-        return SampleComplexity(float("inf"), float("inf"), gap)
-
     last_greedy, gap = None, J_star
     for episode in range(1, budget + 1):
-        student = _student(cfg, counts, eta)
-        greedy = greedy_policy(student)
-        if cfg.learner == "nail":
-            behaviour = greedy
-        elif cfg.learner == "opd":
-            behaviour = student
+        if cfg.learner == "bc":
+            s, labels = rollout(mdp, noisy, rng=rng)
         else:
-            behaviour = mixture_policy(greedy, noisy, cfg.beta_schedule(episode - 1))
-        s, _ = rollout(mdp, behaviour, rng=rng)
-        labels = np.array([rng.choice(A, p=noisy[t, s[t]]) for t in range(H)])
+            student = _student(cfg, counts, eta)
+            greedy = greedy_policy(student)
+            if cfg.learner == "nail":
+                behaviour = greedy
+            elif cfg.learner == "opd":
+                behaviour = student
+            else:
+                behaviour = mixture_policy(greedy, noisy, cfg.beta_schedule(episode - 1))
+            s, _ = rollout(mdp, behaviour, rng=rng)
+            labels = np.array([rng.choice(A, p=noisy[t, s[t]]) for t in range(H)])
         counts[t_idx, s, labels] += 1
         greedy = greedy_policy(_student(cfg, counts, eta))
         if last_greedy is None or not np.array_equal(greedy, last_greedy):  # evaluate only on change
