@@ -1,16 +1,24 @@
-"""Modular addition with a noisy teacher: BC vs OPD vs NAIL students trained from scratch (docs/theory.md §5).
+"""Modular addition with a noisy teacher: BC vs OPD vs NAIL students (docs/theory.md §5).
 
-``python -m experiments.modadd [--preset smoke|default|paper] [options]``
+``python -m experiments.modadd [--preset smoke|default|cpu|paper] [options]``
 
-Trains (or loads from ``<out-dir>/teacher.pt``) a clean teacher, then for every noise level
-``eta``, method and seed trains a student from scratch with the same architecture and budget, and
-evaluates greedy decoding on held-out prompts: full chain-of-thought exact match, final-answer
-exact match and per-position accuracy. Each finished run is saved under ``runs/`` and skipped
-when the same command is run again. Outputs: ``results.json``, ``results.md``, ``runs.csv`` and
-``modadd.{png,pdf}`` (accuracy against ``eta`` per method, the shape of the paper's Figure 1, left).
+For every chain length ``m`` (``--m 4,8,16,31``), trains (or loads from ``<out-dir>/``) a clean
+teacher; then for every noise level ``eta``, teacher signal (``--teacher-signals sampled,full``:
+one noisy-teacher token per position, or its whole distribution; the same for every method),
+warm start (``--warm-starts 0,200``: steps of a shared BC phase that every method of a seed
+starts from; 0 = random weights), method and seed trains a student with the same architecture and
+budget, and evaluates greedy decoding on held-out prompts: full chain-of-thought exact match,
+final-answer exact match and per-position accuracy, with per-seed paired differences against BC.
+Each finished run (and each warm start) is saved under ``runs/`` and skipped when the same command
+is run again; adding chain lengths, noise levels, signals, warm starts, methods or seeds reuses the
+others. Outputs: ``results.json``, ``results.md``, ``runs.csv``, ``paired.csv`` and
+``modadd.{png,pdf}`` (exact match against ``m`` per method, 95 % CIs over seeds).
 
-Presets: ``smoke`` (seconds; tests), ``default`` (CPU: ``m = 8``, eta in {0, 0.1, 0.2}, six methods,
-3 seeds; about 10 minutes on 2 cores), ``paper`` (``m = 31``, larger model and budget; for a GPU).
+Presets: ``smoke`` (seconds; tests), ``default`` (``m = 8``, eta in {0, 0.1, 0.2}, six methods
+with the full teacher signal, 3 seeds), ``cpu`` (the paper's ``m = 31`` and the sweep
+``m = 8, 16, 31`` at eta in {0, 0.2}, BC / OPD-F / NAIL-F, both teacher signals, from scratch and
+warm-started, 3 seeds; sized for 2 CPU cores), ``paper`` (``m = 31``, larger model and budget; for
+a GPU).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from shiftbounds.llm.models import resolve_device
 from shiftbounds.modadd import (
     LAWS,
     METHODS,
+    TEACHER_SIGNALS,
     ModAddTask,
     StudentConfig,
     TeacherConfig,
@@ -37,12 +46,14 @@ from shiftbounds.modadd import (
     teacher_accuracy,
     train_student,
     train_teacher,
+    warm_start,
 )
 from shiftbounds.nn.transformer import load_model, save_model
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import torch_generator, torch_init_seed
+from shiftbounds.utils.stages import StageCache
 from shiftbounds.utils.stats import mean_ci
 
 
@@ -51,9 +62,11 @@ class ModAddConfig:
     """Options of ``experiments.modadd``."""
 
     p: int = field(default=7, metadata={"help": "modulus p"})
-    m: int = field(default=8, metadata={"help": "residues per prompt (chain length)"})
+    m: tuple[int, ...] = field(default=(8,), metadata={"help": "residues per prompt (chain lengths; one teacher each)", "resume": False})
     etas: tuple[float, ...] = field(default=(0.0, 0.1, 0.2), metadata={"help": "teacher noise levels (each run cached by key: a folder may hold several sweeps)", "resume": False})
     methods: tuple[str, ...] = field(default=METHODS, metadata={"help": f"students, from {METHODS}", "resume": False})
+    teacher_signals: tuple[str, ...] = field(default=("full",), metadata={"help": f"what every student gets from the noisy teacher, from {TEACHER_SIGNALS}: one sampled token per position or the full distribution", "resume": False})
+    warm_starts: tuple[int, ...] = field(default=(0,), metadata={"help": "steps of the shared BC warm start every method of a seed starts from (0 = random weights)", "resume": False})
     law: str = field(default="mixture", metadata={"help": f"noisy-teacher law, from {LAWS}"})
     noised_student: bool = field(default=False, metadata={"help": "OPD/NAIL fit (1-eta) pi_hat + eta nu (known-noise form)"})
     seeds: int = field(default=3, metadata={"help": "seeds per (eta, method)", "resume": False})
@@ -80,86 +93,152 @@ class ModAddConfig:
             raise ValueError(f"--device must be cpu, cuda or auto; got {self.device!r}")
         if self.seeds < 1 or self.steps < 1 or self.teacher_steps < 1 or self.n_eval < 1:
             raise ValueError("--seeds, --steps, --teacher-steps and --n-eval must be >= 1")
-        ModAddTask(self.p, self.m)  # validates p and m
+        bad = [x for x in self.teacher_signals if x not in TEACHER_SIGNALS]
+        if bad or not self.teacher_signals:
+            raise ValueError(f"--teacher-signals must come from {TEACHER_SIGNALS}; got unknown {bad}")
+        if not self.warm_starts or any(w < 0 for w in self.warm_starts):
+            raise ValueError(f"--warm-starts must be >= 0; got {self.warm_starts}")
+        if not self.m:
+            raise ValueError("--m needs at least one chain length")
+        for m in self.m:
+            ModAddTask(self.p, m)  # validates p and m
+        for method in self.methods:
+            for signal in self.teacher_signals:
+                StudentConfig(method=method, teacher_signal=signal)  # R / Mixed need the full signal
 
 
 PRESETS = {
     "default": {},
-    "smoke": {"m": 4, "etas": (0.0, 0.2), "methods": ("bc", "nail-F"), "seeds": 1, "steps": 20, "batch": 32,
-              "teacher_steps": 60, "n_eval": 200, "d_model": 32},
-    "paper": {"m": 31, "etas": (0.0, 0.1, 0.2, 0.3), "seeds": 3, "steps": 3000, "batch": 256, "d_model": 256,
+    "smoke": {"m": (3, 4), "etas": (0.0, 0.2), "methods": ("bc", "nail-F"), "teacher_signals": ("sampled", "full"),
+              "warm_starts": (0, 5), "seeds": 2, "steps": 10, "batch": 16, "teacher_steps": 40, "n_eval": 100, "d_model": 32},
+    "cpu": {"m": (8, 16, 31), "etas": (0.0, 0.2), "methods": ("bc", "opd-F", "nail-F"),
+            "teacher_signals": ("sampled", "full"), "warm_starts": (0, 100), "seeds": 3, "steps": 600, "batch": 32,
+            "d_model": 48, "teacher_steps": 800, "n_eval": 500},
+    "paper": {"m": (31,), "etas": (0.0, 0.1, 0.2, 0.3), "seeds": 3, "steps": 3000, "batch": 256, "d_model": 256,
               "n_layer": 4, "teacher_steps": 6000, "n_eval": 2000, "device": "auto"},
 }
 
 
+SWEPT = ("out_dir", "m", "etas", "methods", "teacher_signals", "warm_starts", "seeds", "device")
+
+
 def _key(cfg: ModAddConfig, *extra) -> str:
-    opts = {k: v for k, v in asdict(cfg).items() if k not in ("out_dir", "etas", "methods", "seeds", "device")}
+    """A short hash of the settings shared by a sweep's runs and of ``extra`` (which names the run)."""
+    opts = {k: v for k, v in asdict(cfg).items() if k not in SWEPT}
     return hashlib.sha1(json.dumps([opts, *extra], sort_keys=True).encode()).hexdigest()[:10]
 
 
 def get_teacher(cfg: ModAddConfig, task: ModAddTask, stream) -> tuple[torch.nn.Module, float]:
-    """Load the cached teacher or train it (and cache it); returns it with its accuracy."""
-    path = Path(cfg.out_dir) / f"teacher_{_key(cfg, 'teacher')}.pt"
+    """Load the cached teacher of ``task`` or train it (and cache it); returns it with its accuracy."""
+    path = Path(cfg.out_dir) / f"teacher_m{task.m}_{_key(cfg, 'teacher', task.m)}.pt"
     device = resolve_device(cfg.device)[0]  # the students train in float32 on any device
     if path.exists():
         teacher = load_model(path).to(device).eval()
     else:
-        prog = Progress(cfg.teacher_steps, "modadd teacher", stream=stream, min_interval=5.0)
-        teacher = train_teacher(task, TeacherConfig(cfg.teacher_steps, lr=3e-3, d_model=cfg.d_model, n_layer=cfg.n_layer),
-                                torch_generator(cfg.seed, "teacher"), progress=lambda s, l: prog.update(note=f"loss {l:.3f}"),
-                                device=device)
+        prog = Progress(cfg.teacher_steps, f"modadd teacher m={task.m}", stream=stream, min_interval=5.0)
+        with torch_init_seed(cfg.seed, "teacher_init", task.m):
+            teacher = train_teacher(task, TeacherConfig(cfg.teacher_steps, lr=3e-3, d_model=cfg.d_model, n_layer=cfg.n_layer),
+                                    torch_generator(cfg.seed, "teacher", task.m),
+                                    progress=lambda s, l: prog.update(note=f"loss {l:.3f}"), device=device)
         save_model(teacher.cpu(), path)
         teacher = teacher.to(device)
-    acc = teacher_accuracy(task, teacher, 2000, torch_generator(cfg.seed, "teacher_accuracy"))
+    acc = teacher_accuracy(task, teacher, 2000, torch_generator(cfg.seed, "teacher_accuracy", task.m))
     return teacher, acc
+
+
+CELL = ("m", "eta", "teacher_signal", "warm_start")
+
+
+def _warm_start(cfg: ModAddConfig, task: ModAddTask, scfg: StudentConfig, teacher, steps: int, key: tuple, prog, tag: str):
+    """The shared warm start (``steps`` of BC with the cell's teacher signal), seeded by ``key``."""
+    with torch_init_seed(cfg.seed, *key, "init"):
+        return warm_start(task, scfg, teacher, steps, torch_generator(cfg.seed, *key),
+                          progress=lambda s, l: prog.update(0, note=f"warm start {tag} loss {l:.3f}"))
 
 
 def run(cfg: ModAddConfig, stream=sys.stderr) -> dict:
     """Train everything that is not saved yet, then write results and the figure."""
     out = Path(cfg.out_dir)
     guard_resume(out, cfg)
-    task = ModAddTask(cfg.p, cfg.m)
-    teacher, teacher_acc = get_teacher(cfg, task, stream)
-    eval_prompts = sample_prompts(task, cfg.n_eval, torch_generator(cfg.seed, "eval_prompts"))
-    teacher_eval = evaluate(task, teacher, eval_prompts)
-    jobs = [(eta, m, k) for eta in cfg.etas for m in cfg.methods for k in range(cfg.seeds)]
-    prog = Progress(len(jobs) * cfg.steps, "modadd students", stream=stream, min_interval=5.0)
-    runs = []
-    for eta, method, k in jobs:
-        path = out / "runs" / f"{method}_eta{eta}_seed{k}_{_key(cfg, 'run')}.json"
-        if path.exists():
-            runs.append(read_json(path))
-            prog.update(cfg.steps, note=f"{method} eta={eta} seed={k} (resumed)")
-            continue
-        scfg = StudentConfig(method=method, eta=eta, law=cfg.law, steps=cfg.steps, batch=cfg.batch, lr=cfg.lr,
-                             noised_student=cfg.noised_student, d_model=cfg.d_model, n_layer=cfg.n_layer)
-        gen = torch_generator(cfg.seed, "student", method, int(eta * 1000), k)
-        with torch_init_seed(cfg.seed, "student_init", method, int(eta * 1000), k):  # initialisation, global state untouched
-            student = train_student(task, scfg, teacher, gen,
-                                    progress=lambda s, l: prog.update(note=f"{method} eta={eta} seed={k} loss {l:.3f}"))
-        ev = evaluate(task, student, eval_prompts)
-        rec = {"method": method, "eta": eta, "seed": k, **asdict(ev)}
-        write_json(path, rec)
-        runs.append(rec)
-    rows = []
-    for eta in cfg.etas:
-        for method in cfg.methods:
-            rs = [r for r in runs if r["eta"] == eta and r["method"] == method]
-            ce, ae = mean_ci(np.array([r["chain_exact"] for r in rs])), mean_ci(np.array([r["answer_exact"] for r in rs]))
-            rows.append({"eta": eta, "method": method, "chain_exact": ce.value, "chain_ci": f"[{ce.low:.3f}, {ce.high:.3f}]",
-                         "answer_exact": ae.value, "answer_ci": f"[{ae.low:.3f}, {ae.high:.3f}]", "seeds": len(rs)})
-    results = {"config": asdict(cfg), "teacher_accuracy": teacher_acc, "teacher_chain_exact": teacher_eval.chain_exact,
-               "rows": rows, "runs": runs}
+    jobs = [(m, eta, sig, w, method, k) for m in cfg.m for eta in cfg.etas for sig in cfg.teacher_signals
+            for w in cfg.warm_starts for method in cfg.methods for k in range(cfg.seeds)]
+    prog = Progress(sum(cfg.steps + w for *_, w, _, _ in jobs), "modadd students", stream=stream, min_interval=5.0)
+    runs, teachers = [], {}
+    cache = StageCache(out / "runs")
+    for m in cfg.m:
+        task = ModAddTask(cfg.p, m)
+        teacher, acc = get_teacher(cfg, task, stream)
+        device = next(teacher.parameters()).device
+        eval_prompts = sample_prompts(task, cfg.n_eval, torch_generator(cfg.seed, "eval_prompts", m))
+        teachers[m] = {"m": m, "consistent_accuracy": acc, "chain_exact": evaluate(task, teacher, eval_prompts).chain_exact}
+        warm: dict = {}
+        for m_, eta, sig, w, method, k in (j for j in jobs if j[0] == m):
+            tag = f"m{m}_eta{eta}_{sig}_warm{w}_seed{k}"
+            path = out / "runs" / f"{method}_{tag}_{_key(cfg, 'run')}.json"
+            if path.exists():
+                runs.append(read_json(path))
+                prog.update(cfg.steps + w, note=f"{method} {tag} (resumed)")
+                continue
+            scfg = StudentConfig(method=method, eta=eta, law=cfg.law, steps=cfg.steps, batch=cfg.batch, lr=cfg.lr,
+                                 noised_student=cfg.noised_student, d_model=cfg.d_model, n_layer=cfg.n_layer,
+                                 teacher_signal=sig)
+            init = None
+            if w:  # the shared warm start of this (m, eta, signal, seed): w steps of BC, computed once
+                if (sig, eta, k) not in warm:
+                    wkey = ("warm", m, int(eta * 1000), sig, k)
+                    warm[(sig, eta, k)] = cache.torch(
+                        f"warm_{tag}_{_key(cfg, 'warm', w)}",
+                        lambda: _warm_start(cfg, task, scfg, teacher, w, wkey, prog, tag),
+                        load=lambda path: load_model(path).to(device), save=lambda net, path: save_model(net, path))
+                prog.update(w, note=f"warm start {tag}")
+                init = warm[(sig, eta, k)]
+            gen = torch_generator(cfg.seed, "student", m, method, int(eta * 1000), sig, w, k)
+            with torch_init_seed(cfg.seed, "student_init", m, method, int(eta * 1000), sig, w, k):  # global state untouched
+                student = train_student(task, scfg, teacher, gen, init=init,
+                                        progress=lambda s, l: prog.update(note=f"{method} {tag} loss {l:.3f}"))
+            ev = evaluate(task, student, eval_prompts)
+            rec = {"m": m, "eta": eta, "teacher_signal": sig, "warm_start": w, "method": method, "seed": k, **asdict(ev)}
+            write_json(path, rec)
+            runs.append(rec)
+    rows, paired = summarise(cfg, runs)
+    results = {"config": asdict(cfg), "teachers": list(teachers.values()), "rows": rows, "paired": paired, "runs": runs}
     write_json(out / "results.json", results)
     write_csv(out / "runs.csv", [{k: v for k, v in r.items() if k != "per_position"} for r in runs])
-    md = (f"# Modular addition with a noisy teacher\n\np = {cfg.p}, m = {cfg.m}, law = {cfg.law}, "
-          f"noised student = {cfg.noised_student}; {cfg.steps} steps x {cfg.batch} prompts per student, "
-          f"width {cfg.d_model}, {cfg.n_layer} layers; teacher consistent-continuation accuracy {teacher_acc:.4f}, "
-          f"teacher greedy chain exact match {teacher_eval.chain_exact:.3f}; greedy decoding on {cfg.n_eval} held-out "
-          f"prompts; mean over {cfg.seeds} seeds with 95 % CI.\n\n" + markdown_table(rows))
+    write_csv(out / "paired.csv", paired)
+    md = (f"# Modular addition with a noisy teacher\n\np = {cfg.p}, law = {cfg.law}, noised student = {cfg.noised_student}; "
+          f"{cfg.steps} steps x {cfg.batch} prompts per student (after the warm start, if any), width {cfg.d_model}, "
+          f"{cfg.n_layer} layers; greedy decoding on {cfg.n_eval} held-out prompts; mean over {cfg.seeds} seeds with 95 % CI.\n\n"
+          "## Teachers\n\n" + markdown_table(list(teachers.values()))
+          + "\n## Students\n\n" + markdown_table(rows)
+          + "\n## Paired differences against BC (same m, eta, signal, warm start and seed; 95 % CI; an ordering only where it excludes 0)\n\n"
+          + markdown_table(paired))
     atomic_write_text(out / "results.md", md)
     plot_modadd(results, out / "modadd")
     return results
+
+
+def summarise(cfg: ModAddConfig, runs: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Rows per (cell, method) with 95 % t-intervals over seeds, and per-seed paired differences
+    of chain and answer exact match of every online method against BC in the same cell."""
+    rows, paired = [], []
+    cells = list(dict.fromkeys(tuple(r[c] for c in CELL) for r in runs))
+    for cell in sorted(cells):
+        here = [r for r in runs if tuple(r[c] for c in CELL) == cell]
+        by = {method: sorted((r for r in here if r["method"] == method), key=lambda r: r["seed"]) for method in cfg.methods}
+        for method, rs in by.items():
+            if not rs:
+                continue
+            ce, ae = mean_ci(np.array([r["chain_exact"] for r in rs])), mean_ci(np.array([r["answer_exact"] for r in rs]))
+            rows.append({**dict(zip(CELL, cell)), "method": method, "chain_exact": ce.value, "chain_ci": f"[{ce.low:.3f}, {ce.high:.3f}]",
+                         "answer_exact": ae.value, "answer_ci": f"[{ae.low:.3f}, {ae.high:.3f}]", "seeds": len(rs)})
+            if method == "bc" or not by.get("bc") or len(by["bc"]) != len(rs) or len(rs) < 2:
+                continue
+            for key in ("chain_exact", "answer_exact"):
+                e = mean_ci(np.array([r[key] - b[key] for r, b in zip(rs, by["bc"])]))
+                verdict = f"{method} > bc" if e.low > 0 else f"{method} < bc" if e.high < 0 else "not significant"
+                paired.append({**dict(zip(CELL, cell)), "difference": f"{method} - bc", "measure": key, "mean": e.value,
+                               "ci": f"[{e.low:.3f}, {e.high:.3f}]", "verdict": verdict})
+    return rows, paired
 
 
 def main(argv: list[str] | None = None) -> dict:

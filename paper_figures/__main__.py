@@ -59,7 +59,8 @@ FIGURES: dict[str, tuple[str, Callable[[dict, Path], list[Path]]]] = {
     "full_pipeline": ("full_pipeline", _full_pipeline),
     "real_dialogue": ("real_dialogue", _real_dialogue),
 }
-EXPERIMENT_PRESET = {"default": {"real_dialogue": "cpu"}, "smoke": {}}
+MAIN_PRESET = {"real_dialogue": "cpu", "modadd": "cpu"}
+"""The preset whose results a figure draws from, where it is not the experiment's ``default``."""
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class FiguresConfig:
     results_dir: str = field(default="results", metadata={"help": "folder holding results/<experiment>/<preset>/"})
     only: tuple[str, ...] = field(default=tuple(FIGURES), metadata={"help": f"figure groups, from {tuple(FIGURES)}"})
     run_missing: bool = field(default=False, metadata={"help": "run the experiments whose results are missing (may take long)"})
-    smoke: bool = field(default=False, metadata={"help": "draw from the experiments' smoke presets"})
+    experiment_preset: str = field(default="", metadata={"help": "draw every group from this preset of its experiment (default: each experiment's main preset)"})
     seed: int = field(default=0, metadata={"help": "seed passed to experiments run by --run-missing"})
     out_dir: str = field(default="paper_figures/out", metadata={"help": "folder for the figures"})
 
@@ -79,12 +80,12 @@ class FiguresConfig:
             raise ValueError(f"--only must name groups from {tuple(FIGURES)}; got unknown {bad}")
 
 
-PRESETS = {"default": {}, "smoke": {"smoke": True, "out_dir": "paper_figures/out_smoke"}}
+PRESETS = {"default": {}, "smoke": {"experiment_preset": "smoke", "out_dir": "paper_figures/out_smoke"}}
 
 
 def results_folder(cfg: FiguresConfig, experiment: str) -> tuple[Path, str]:
     """The results folder a group draws from, and the preset that makes it."""
-    preset = "smoke" if cfg.smoke else EXPERIMENT_PRESET["default"].get(experiment, "default")
+    preset = cfg.experiment_preset or MAIN_PRESET.get(experiment, "default")
     return Path(cfg.results_dir) / experiment / preset, preset
 
 

@@ -13,23 +13,34 @@ position ``m + i - 1`` predict ``s_i``.
   residues, continuing consistently from the given prefix; ``"absorbing"`` — once the prefix holds
   an error (its own, or in a student prefix it is asked to continue) the output is uniform.
 * Students (same architecture) are trained with the learners of :mod:`shiftbounds.imitation`:
-  ``bc`` (LogLossBC on noisy-teacher samples), ``opd-F/R`` (student sampled at temperature 1,
-  divergence to the noisy teacher at its prefixes), ``nail-F/R/Mixed`` (student decoded greedily,
-  as deployed). Losses come from :mod:`shiftbounds.losses`.
+  ``bc`` (at the noisy teacher's own prefixes), ``opd-F/R`` (at the student's prefixes, sampled at
+  temperature 1), ``nail-F/R/Mixed`` (at the student's prefixes, decoded greedily, as deployed).
+  Losses come from :mod:`shiftbounds.losses`.
+* **Teacher signal**, the same for every method (``teacher_signal``): ``"sampled"`` — one token
+  drawn from the noisy teacher at every position of the prefixes (BC: the teacher's own sampled
+  chain; online students: a teacher sample at each of their own prefixes), fitted by log-loss;
+  ``"full"`` — the noisy teacher's whole next-token distribution at every position, fitted by the
+  method's divergence (BC: forward KL at the teacher's prefixes). The reverse and mixed divergences
+  need the full distribution.
+* **Warm start** (``train_student(init=...)``): every method may start from the same student, e.g.
+  a short shared BC phase (:func:`warm_start`), as the paper's students start from a pretrained
+  model rather than from random weights.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import copy
+from dataclasses import dataclass, field, replace
 
 import torch
 
-from shiftbounds.losses import distillation_loss, log_probs, nll, noised_log_probs
-from shiftbounds.nn.generate import generate, sample_tokens
+from shiftbounds.losses import distillation_loss, gather_tokens, log_probs, nll, noised_log_probs
+from shiftbounds.nn.generate import generate, multinomial, sample_tokens
 from shiftbounds.nn.transformer import Transformer, TransformerConfig
 
 LAWS = ("mixture", "absorbing")
 METHODS = ("bc", "opd-F", "opd-R", "nail-F", "nail-R", "nail-Mixed")
+TEACHER_SIGNALS = ("sampled", "full")
 
 
 @dataclass(frozen=True)
@@ -196,6 +207,8 @@ class StudentConfig:
         steps, batch, lr: optimisation budget (``steps * batch`` teacher-labelled chains for every method).
         mixed_beta: ``beta`` of NAIL-Mixed.
         noised_student: fit ``(1 - eta) pi_hat + eta nu`` to the teacher (known-noise form).
+        teacher_signal: ``"sampled"`` (one noisy-teacher token per position) or ``"full"`` (its
+            whole distribution), one of :data:`TEACHER_SIGNALS`.
     """
 
     method: str = "nail-F"
@@ -208,10 +221,16 @@ class StudentConfig:
     noised_student: bool = False
     d_model: int = 64
     n_layer: int = 2
+    teacher_signal: str = "sampled"
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
             raise ValueError(f"method must be one of {METHODS}; got {self.method!r}")
+        if self.teacher_signal not in TEACHER_SIGNALS:
+            raise ValueError(f"teacher_signal must be one of {TEACHER_SIGNALS}; got {self.teacher_signal!r}")
+        if self.teacher_signal == "sampled" and self.method.endswith(("-R", "-Mixed")):
+            raise ValueError(f"{self.method} needs the teacher's full distribution (teacher_signal='full'); "
+                             "a sampled teacher token only supports the forward divergence (log-loss)")
         if self.law not in LAWS:
             raise ValueError(f"law must be one of {LAWS}; got {self.law!r}")
         if not 0 <= self.eta < 1:
@@ -235,17 +254,24 @@ def student_prefixes(task: ModAddTask, cfg: StudentConfig, student: Transformer,
 
 def student_step_loss(task: ModAddTask, cfg: StudentConfig, student: Transformer, teacher: Transformer,
                       prompts: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
-    """One batch's loss for ``cfg.method`` (the algorithmic core; see the module docstring)."""
+    """One batch's loss for ``cfg.method`` and ``cfg.teacher_signal`` (the algorithmic core; see
+    the module docstring)."""
     if cfg.method == "bc":
-        chain = sample_noisy_teacher(task, teacher, prompts, cfg.eta, cfg.law, generator)
-        return nll(chain_logits(task, student, with_chain(task, prompts, chain)), chain)
-    seqs = student_prefixes(task, cfg, student, prompts, generator)
+        seqs = with_chain(task, prompts, sample_noisy_teacher(task, teacher, prompts, cfg.eta, cfg.law, generator))
+        if cfg.teacher_signal == "sampled":  # LogLossBC on the sampled chain
+            return nll(chain_logits(task, student, seqs), seqs[:, task.m + 1:])
+    else:
+        seqs = student_prefixes(task, cfg, student, prompts, generator)
     with torch.no_grad():
         teacher_logp = noisy_teacher_log_probs(task, log_probs(chain_logits(task, teacher, seqs)),
                                                seqs, cfg.eta, cfg.law)
     logits = chain_logits(task, student, seqs)
-    student_logp = noised_log_probs(logits, cfg.eta) if cfg.noised_student else log_probs(logits)
-    divergence = {"F": "forward", "R": "reverse", "Mixed": "mixed"}[cfg.method.split("-")[1]]
+    noised = cfg.noised_student and cfg.method != "bc"
+    student_logp = noised_log_probs(logits, cfg.eta) if noised else log_probs(logits)
+    if cfg.teacher_signal == "sampled":  # one noisy-teacher token at each of the student's prefixes
+        labels = multinomial(teacher_logp.exp().reshape(-1, task.p), generator).reshape(teacher_logp.shape[:-1])
+        return -gather_tokens(student_logp, labels).mean()
+    divergence = "forward" if cfg.method == "bc" else {"F": "forward", "R": "reverse", "Mixed": "mixed"}[cfg.method.split("-")[1]]
     return distillation_loss(teacher_logp, student_logp, divergence, beta=cfg.mixed_beta)
 
 
@@ -277,11 +303,14 @@ def evaluate(task: ModAddTask, model: Transformer, prompts: torch.Tensor) -> Mod
 
 
 def train_student(task: ModAddTask, cfg: StudentConfig, teacher: Transformer, generator: torch.Generator,
-                  progress=None) -> Transformer:
-    """Train a student from scratch with ``cfg`` on the teacher's device; ``progress(step, loss)``
-    is called every step."""
+                  progress=None, init: Transformer | None = None) -> Transformer:
+    """Train a student with ``cfg`` on the teacher's device, from random weights or from a copy of
+    ``init`` (a warm start shared by every method); ``progress(step, loss)`` is called every step."""
     device = next(teacher.parameters()).device
-    student = Transformer(task.model_config(cfg.d_model, cfg.n_layer)).to(device)
+    if init is None:
+        student = Transformer(task.model_config(cfg.d_model, cfg.n_layer)).to(device)
+    else:
+        student = copy.deepcopy(init).to(device).train()
     opt = torch.optim.AdamW(student.parameters(), lr=cfg.lr, weight_decay=0.0)
     for step in range(cfg.steps):
         for g in opt.param_groups:
@@ -295,3 +324,10 @@ def train_student(task: ModAddTask, cfg: StudentConfig, teacher: Transformer, ge
         if progress is not None:
             progress(step, loss.item())
     return student.eval()
+
+
+def warm_start(task: ModAddTask, cfg: StudentConfig, teacher: Transformer, steps: int, generator: torch.Generator,
+               progress=None) -> Transformer:
+    """The shared warm start: ``steps`` of BC from random weights with ``cfg``'s teacher noise, law,
+    teacher signal and optimiser; every method of a comparison then starts from a copy of it."""
+    return train_student(task, replace(cfg, method="bc", steps=steps), teacher, generator, progress)

@@ -55,11 +55,53 @@ def test_every_method_gives_a_finite_differentiable_loss(method):
     g = torch.Generator().manual_seed(0)
     torch.manual_seed(0)
     teacher, student = Transformer(task.model_config(16, 1)), Transformer(task.model_config(16, 1))
-    loss = student_step_loss(task, StudentConfig(method=method, eta=0.1, law="absorbing", noised_student=method != "bc"),
-                             student, teacher, sample_prompts(task, 8, g), g)
-    assert math.isfinite(loss.item())
-    loss.backward()
-    assert all(p.grad is not None for p in student.parameters() if p.requires_grad)
+    signals = ("full",) if method.endswith(("-R", "-Mixed")) else ("full", "sampled")
+    for signal in signals:
+        cfg = StudentConfig(method=method, eta=0.1, law="absorbing", noised_student=method != "bc", teacher_signal=signal)
+        student.zero_grad()
+        loss = student_step_loss(task, cfg, student, teacher, sample_prompts(task, 8, g), g)
+        assert math.isfinite(loss.item())
+        loss.backward()
+        assert all(p.grad is not None for p in student.parameters() if p.requires_grad)
+
+
+def test_sampled_teacher_signal_is_an_unbiased_estimate_of_the_full_one():
+    """GIVEN the same prefixes WHEN the sampled-signal loss (log-loss on one noisy-teacher token per
+    position) is averaged over many teacher draws THEN it equals the full-signal cross-entropy, i.e.
+    the forward KL plus the teacher's entropy (the two signals differ in information, not in target);
+    BC's full signal is the forward KL at the teacher's own prefixes."""
+    task = ModAddTask(p=5, m=3)
+    torch.manual_seed(0)
+    teacher, student = Transformer(task.model_config(16, 1)), Transformer(task.model_config(16, 1))
+    prompts = sample_prompts(task, 4, torch.Generator().manual_seed(0)).repeat(2000, 1)
+    full_cfg = StudentConfig(method="nail-F", eta=0.2, teacher_signal="full")
+    kl = student_step_loss(task, full_cfg, student, teacher, prompts, torch.Generator().manual_seed(1)).item()
+    sampled = student_step_loss(task, StudentConfig(method="nail-F", eta=0.2, teacher_signal="sampled"), student, teacher,
+                                prompts, torch.Generator().manual_seed(1)).item()
+    seqs = student_prefixes(task, full_cfg, student, prompts, torch.Generator().manual_seed(1))
+    t_logp = noisy_teacher_log_probs(task, torch.log_softmax(chain_logits(task, teacher, seqs), -1), seqs, 0.2, "mixture")
+    entropy = -(t_logp.exp() * t_logp).sum(-1).mean().item()
+    assert sampled == pytest.approx(kl + entropy, abs=0.02)
+    with pytest.raises(ValueError, match="needs the teacher's full distribution"):
+        StudentConfig(method="nail-R", teacher_signal="sampled")
+    with pytest.raises(ValueError, match="teacher_signal must be one of"):
+        StudentConfig(teacher_signal="psychic")
+
+
+def test_warm_start_is_shared_and_copied():
+    """Every method starts from a copy of the same warm start (BC for the given steps): training a
+    student from it leaves the warm start unchanged, and zero-step students equal it."""
+    from shiftbounds.modadd import train_student, warm_start
+
+    task = ModAddTask(p=5, m=3)
+    torch.manual_seed(0)
+    teacher = Transformer(task.model_config(16, 1))
+    cfg = StudentConfig(method="nail-F", eta=0.2, steps=2, batch=8, d_model=16, n_layer=1)
+    init = warm_start(task, cfg, teacher, 3, torch.Generator().manual_seed(0))
+    before = {k: v.clone() for k, v in init.state_dict().items()}
+    student = train_student(task, cfg, teacher, torch.Generator().manual_seed(1), init=init)
+    assert all(torch.equal(v, init.state_dict()[k]) for k, v in before.items())  # the warm start is not trained in place
+    assert any(not torch.equal(v, student.state_dict()[k]) for k, v in before.items())
 
 
 def test_nail_prefixes_are_greedy_and_opd_prefixes_sampled():
@@ -109,9 +151,13 @@ def test_smoke_entry_point_runs_and_resumes(tmp_path, capsys):
     out = tmp_path / "ma"
     res = exp.main(["--preset", "smoke", "--out-dir", str(out)])
     assert {r["method"] for r in res["rows"]} == {"bc", "nail-F"}
-    for name in ("results.md", "runs.csv", "results.json", "modadd.png", "modadd.pdf"):
+    cells = {(r["m"], r["eta"], r["teacher_signal"], r["warm_start"]) for r in res["rows"]}
+    assert cells == {(m, e, s, w) for m in (3, 4) for e in (0.0, 0.2) for s in ("sampled", "full") for w in (0, 5)}
+    assert {p["difference"] for p in res["paired"]} == {"nail-F - bc"} and len(res["paired"]) == 2 * len(cells)
+    for name in ("results.md", "runs.csv", "paired.csv", "results.json", "modadd.png", "modadd.pdf"):
         assert (out / name).exists()
-    assert res["teacher_accuracy"] > 0.15  # 60 steps only: above chance (1/7), not near-perfect
+    assert len(list((out / "runs").glob("warm_*.pt"))) == 2 * 2 * 2 * 2  # one warm start per (m, eta, signal, seed)
+    assert all(t["consistent_accuracy"] > 0.15 for t in res["teachers"])  # 40 steps only: above chance (1/7)
     again = exp.run(exp.parse_config(exp.ModAddConfig, "", exp.PRESETS, ["--preset", "smoke", "--out-dir", str(out)], name="experiments.modadd"))
     assert again["rows"] == res["rows"]  # every run resumed from disk
     with pytest.raises(SystemExit):

@@ -35,17 +35,34 @@ def plot_noisy_expert(results: dict, stem: Path) -> list[Path]:
 
 
 def plot_modadd(results: dict, stem: Path) -> list[Path]:
-    """Left: chain exact match against eta per method; right: final-answer exact match."""
+    """Chain-of-thought exact match against the chain length ``m``, one panel per (teacher signal,
+    warm start), one colour per method: solid at the largest ``eta`` with 95 % CIs over seeds,
+    dotted at ``eta = 0`` (when run)."""
     cfg = results["config"]
-    fig, axes = new_figure(ncols=2, width=3.3, height=2.6)
-    for j, key in enumerate(("chain_exact", "answer_exact")):
-        ax = axes[0, j]
-        for i, m in enumerate(cfg["methods"]):
-            rs = [r for r in results["rows"] if r["method"] == m]
-            ax.plot([r["eta"] for r in rs], [r[key] for r in rs], label=m, **series_style(i))
-        ax.set_xlabel(r"teacher noise $\eta$")
-        ax.set_ylabel("chain-of-thought exact match" if j == 0 else "final-answer exact match")
+    rows = results["rows"]
+    cells = list(dict.fromkeys((r["teacher_signal"], r["warm_start"]) for r in rows))
+    fig, axes = new_figure(ncols=len(cells), width=3.0, height=2.6)
+    top = max(cfg["etas"])
+    for c, (sig, warm) in enumerate(cells):
+        ax = axes[0, c]
+        for i, method in enumerate(cfg["methods"]):
+            for eta, dotted in ((top, False), (0.0, True)):
+                rs = sorted((r for r in rows if r["method"] == method and r["eta"] == eta and r["teacher_signal"] == sig
+                             and r["warm_start"] == warm), key=lambda r: r["m"])
+                if not rs or (dotted and top == 0.0):
+                    continue
+                x = np.array([r["m"] for r in rs], dtype=float)
+                y = np.array([r["chain_exact"] for r in rs])
+                ci = np.array([[float(v) for v in r["chain_ci"].strip("[]").split(",")] for r in rs])
+                style = series_style(i)
+                if dotted:
+                    ax.plot(x, y, **{**style, "linestyle": ":", "markersize": 3, "alpha": 0.6})
+                else:
+                    ax.errorbar(x, y, yerr=np.abs(ci.T - y), capsize=2, label=method, **style)
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("chain length m")
+        ax.set_ylabel("chain-of-thought exact match")
         ax.set_ylim(-0.03, 1.03)
-        ax.set_title(f"p={cfg['p']}, m={cfg['m']}, {cfg['law']} law", fontsize=8)
+        ax.set_title(f"{sig} signal, warm start {warm}; eta={top} (dotted: 0)", fontsize=7)
     axes[0, 0].legend(frameon=False, fontsize=6)
     return save_figure(fig, stem)
