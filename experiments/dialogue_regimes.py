@@ -38,9 +38,10 @@ from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
 from shiftbounds.dialogue.tasks import REAL_USERS, REWARD_SOURCES, TASKS, prompted_simulator
 from shiftbounds.figures import plot_regime_map, plot_regime_per_turn, plot_regime_user_models
 from shiftbounds.utils.cli import exit_on_stale, parse_config
-from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
+from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import numpy_rng
+from shiftbounds.utils.stages import StageCache
 from shiftbounds.utils.stats import mean_ci
 
 BOUND_TOL = 1e-9
@@ -246,10 +247,10 @@ def main_table(cfg: RegimeConfig, blocks: dict) -> tuple[dict, list[dict]]:
     return main, rows
 
 
-def _block_path(cfg: RegimeConfig, task: str, H: int, user: str) -> Path:
+def _block_name(cfg: RegimeConfig, task: str, H: int, user: str) -> str:
     opts = {k: v for k, v in asdict(cfg).items() if k != "out_dir"}
     key = hashlib.sha1(json.dumps([FORMAT_VERSION, opts], sort_keys=True).encode()).hexdigest()[:10]
-    return Path(cfg.out_dir) / "blocks" / f"{task}_H{H}_{user}_{key}.json"
+    return f"{task}_H{H}_{user}_{key}"
 
 
 def run(cfg: RegimeConfig, stream=sys.stderr) -> dict:
@@ -260,15 +261,12 @@ def run(cfg: RegimeConfig, stream=sys.stderr) -> dict:
     steps_per_block = lambda H: cfg.seeds * len(set(cfg.n_logs) | ({cfg.n_main} if H == cfg.horizon else set())) \
         + len({(a, l) for a in cfg.accept_wrong_grid for l in cfg.leak_grid} | {(cfg.accept_wrong, cfg.leak)})
     prog = Progress(sum(steps_per_block(H) for _, H, _ in todo), "dialogue_regimes", stream=stream)
-    blocks = {}
+    blocks, cache = {}, StageCache(out / "blocks")
     for task, H, user in todo:
-        path = _block_path(cfg, task, H, user)
-        if path.exists():
-            blocks[(task, H, user)] = read_json(path)
+        name = _block_name(cfg, task, H, user)
+        blocks[(task, H, user)] = cache.json(name, lambda: run_block(cfg, task, H, user, prog))
+        if name not in cache.seconds:
             prog.update(steps_per_block(H), note=f"{task} H={H} {user} (resumed)")
-            continue
-        blocks[(task, H, user)] = run_block(cfg, task, H, user, prog)
-        write_json(path, blocks[(task, H, user)])
     main, rows = main_table(cfg, blocks)
     cells = regime_cells(cfg, blocks)
     per_turn = []

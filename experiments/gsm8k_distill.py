@@ -32,9 +32,10 @@ from shiftbounds.llm.memory import Stage, estimate, format_estimate, model_shape
 from shiftbounds.llm.models import ByteTokenizer, TinyLM, check_model_folder, load_causal_lm, tiny_config
 from shiftbounds.llm.training import fit, make_batch, span_nll
 from shiftbounds.utils.cli import exit_on_stale, parse_config
-from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_json
+from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import numpy_rng, torch_generator
+from shiftbounds.utils.stages import StageCache
 
 
 @dataclass(frozen=True)
@@ -124,13 +125,10 @@ def run(cfg: GSM8KConfig, stream=sys.stderr) -> dict:
     if info.is_main:
         # one file per (method, eta, seed): adding methods, noise levels or seeds reuses the others
         guard_resume(out, cfg)  # one file per (method, eta, seed) under runs/: a sweep reuses the others
-    runs = []
-    for method, eta, k in jobs:
-        path = out / "runs" / f"{method}_eta{eta}_seed{k}.json"
-        if path.exists():
-            runs.append(read_json(path))
-            prog.update(cfg.steps, note=f"{method} eta={eta} (resumed)")
-            continue
+    runs, cache = [], StageCache(out / "runs", save=info.is_main)
+
+    def train_and_evaluate(method: str, eta: float, k: int) -> dict:
+        """One student: trained by ``method`` against the teacher at noise ``eta``, then its exact match."""
         student, _, _ = _model(cfg.student_model, cfg, cfg.seed + 1000 + k)
         net = wrap(student, info)
         opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=0.0)
@@ -145,10 +143,13 @@ def run(cfg: GSM8KConfig, stream=sys.stderr) -> dict:
             torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
             opt.step()
             prog.update(note=f"{method} eta={eta} seed={k} loss {loss.item():.3f}")
-        rec = {"method": method, "eta": eta, "seed": k, "exact_match": exact_match(student, tok, test, cfg.max_new, batch=cfg.batch)}
-        if info.is_main:
-            write_json(path, rec)
-        runs.append(rec)
+        return {"method": method, "eta": eta, "seed": k, "exact_match": exact_match(student, tok, test, cfg.max_new, batch=cfg.batch)}
+
+    for method, eta, k in jobs:
+        name = f"{method}_eta{eta}_seed{k}"
+        runs.append(cache.json(name, lambda: train_and_evaluate(method, eta, k)))
+        if name not in cache.seconds:
+            prog.update(cfg.steps, note=f"{method} eta={eta} (resumed)")
     rows = [{"eta": e, "method": m, "exact_match": float(np.mean([r["exact_match"] for r in runs if r["eta"] == e and r["method"] == m])),
              "seeds": cfg.seeds} for e in cfg.etas for m in cfg.methods]
     results = {"config": asdict(cfg), "teacher_exact_match": teacher_em, "rows": rows, "runs": runs,

@@ -37,9 +37,10 @@ from shiftbounds.imitation import (
 )
 from shiftbounds.tabular import expected_return, uniform_policy
 from shiftbounds.utils.cli import exit_on_stale, parse_config
-from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
+from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import numpy_rng
+from shiftbounds.utils.stages import StageCache
 
 METHODS = {
     "bc": LearnerConfig("bc"),
@@ -142,10 +143,10 @@ def growth_slope(H: np.ndarray, per_seed: list[np.ndarray], log_x: bool, n_boot:
     return point, float(np.quantile(boots, 0.025)), float(np.quantile(boots, 0.975))
 
 
-def _block_path(cfg: NoisyExpertConfig, family: str, H: int, eta: float) -> Path:
+def _block_name(cfg: NoisyExpertConfig, family: str, H: int, eta: float) -> str:
     opts = {k: v for k, v in asdict(cfg).items() if k not in ("out_dir", "n_boot")}
     key = hashlib.sha1(json.dumps([FORMAT_VERSION, opts], sort_keys=True).encode()).hexdigest()[:10]
-    return Path(cfg.out_dir) / "blocks" / f"{family}_H{H}_eta{eta}_{key}.json"
+    return f"{family}_H{H}_eta{eta}_{key}"
 
 
 def run(cfg: NoisyExpertConfig, stream=sys.stderr) -> dict:
@@ -155,16 +156,11 @@ def run(cfg: NoisyExpertConfig, stream=sys.stderr) -> dict:
     rng = numpy_rng(cfg.seed)
     cells = [(f, H, e) for f in cfg.families for e in cfg.etas for H in cfg.horizons]
     prog = Progress(len(cells), "noisy_expert", stream=stream)
-    raw = {}
+    raw, cache = {}, StageCache(out / "blocks")
     for family, H, eta in cells:
-        path = _block_path(cfg, family, H, eta)
-        if path.exists():
-            raw[(family, H, eta)] = read_json(path)
-            prog.update(note=f"{family} H={H} eta={eta} (resumed)")
-            continue
-        raw[(family, H, eta)] = run_block(cfg, family, H, eta)
-        write_json(path, raw[(family, H, eta)])
-        prog.update(note=f"{family} H={H} eta={eta}")
+        name = _block_name(cfg, family, H, eta)
+        raw[(family, H, eta)] = cache.json(name, lambda: run_block(cfg, family, H, eta))
+        prog.update(note=f"{family} H={H} eta={eta}" + ("" if name in cache.seconds else " (resumed)"))
     rows, slopes = [], []
     for family in cfg.families:
         for eta in cfg.etas:

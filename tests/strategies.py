@@ -27,10 +27,14 @@ from shiftbounds.shift import policy_shift, simulator_shift
 from shiftbounds.tabular import TabularMDP, mixture_policy
 
 EPS64 = float(np.finfo(np.float64).eps)
-INEQUALITY_TOL = 1e-9
-"""Slack allowed on an inequality (docs/theory.md §6): ~1e6 ulps, far above rounding at these sizes."""
-IDENTITY_TOL = 1e-10
-"""Allowed |lhs - rhs| for an exact identity (docs/theory.md §6)."""
+MAX_H, MAX_S, MAX_A = 6, 5, 4
+"""The largest instance :func:`instances` draws by default."""
+IDENTITY_TOL = 64 * (MAX_H * MAX_S * MAX_A * MAX_S) * MAX_H * EPS64
+"""Allowed |lhs - rhs| for an exact identity (docs/theory.md §6), from the rounding of the longest
+sum in the recursions: at most ``H S A S`` terms per sum, values up to ``H`` (returns), each addition
+off by at most ``EPS64`` relative, times a safety factor of 64 (about 5e-11)."""
+INEQUALITY_TOL = 4 * IDENTITY_TOL
+"""Slack allowed on an inequality: a few identities' rounding (both sides are computed sums)."""
 
 CONCENTRATIONS = (0.1, 0.3, 1.0, 3.0, 10.0)
 MIX_WEIGHTS = (0.0, 1e-6, 0.05, 0.5, 1.0)
@@ -100,11 +104,11 @@ def has_shift(inst: Instance) -> tuple[bool, bool]:
     """Whether ``Delta_t`` (policy vs data) and ``D_t`` (real vs simulator) are non-zero at some turn."""
     Delta = policy_shift(inst.mdp, inst.policy, inst.data_policy).Delta
     D = simulator_shift(inst.mdp, inst.sim, inst.policy).D
-    return bool(Delta.max() > 1e-12), bool(D.max() > 1e-12)
+    return bool(Delta.max() > IDENTITY_TOL), bool(D.max() > IDENTITY_TOL)
 
 
 @st.composite
-def instances(draw, max_horizon: int = 6, max_states: int = 5, max_actions: int = 4) -> Instance:
+def instances(draw, max_horizon: int = MAX_H, max_states: int = MAX_S, max_actions: int = MAX_A) -> Instance:
     """An :class:`Instance` with ``H, S, A >= 2`` and the anchors listed in the module docstring."""
     H = draw(st.integers(2, max_horizon))
     S = draw(st.integers(2, max_states))
