@@ -50,7 +50,7 @@ from shiftbounds.modadd import (
 )
 from shiftbounds.nn.transformer import load_model, save_model
 from shiftbounds.utils.cli import exit_on_stale, parse_config
-from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
+from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import torch_generator, torch_init_seed
 from shiftbounds.utils.stages import StageCache
@@ -171,35 +171,33 @@ def run(cfg: ModAddConfig, stream=sys.stderr) -> dict:
         device = next(teacher.parameters()).device
         eval_prompts = sample_prompts(task, cfg.n_eval, torch_generator(cfg.seed, "eval_prompts", m))
         teachers[m] = {"m": m, "consistent_accuracy": acc, "chain_exact": evaluate(task, teacher, eval_prompts).chain_exact}
-        warm: dict = {}
-        for m_, eta, sig, w, method, k in (j for j in jobs if j[0] == m):
-            tag = f"m{m}_eta{eta}_{sig}_warm{w}_seed{k}"
-            path = out / "runs" / f"{method}_{tag}_{_key(cfg, 'run')}.json"
-            if path.exists():
-                runs.append(read_json(path))
-                prog.update(cfg.steps + w, note=f"{method} {tag} (resumed)")
-                continue
+        warm: dict = {}  # the shared warm starts of this m, by (signal, eta, steps, seed)
+
+        def train_one(eta: float, sig: str, w: int, method: str, k: int, tag: str) -> dict:
+            """One student of the sweep (from the cell's shared warm start when ``w`` > 0), evaluated."""
             scfg = StudentConfig(method=method, eta=eta, law=cfg.law, steps=cfg.steps, batch=cfg.batch, lr=cfg.lr,
                                  noised_student=cfg.noised_student, d_model=cfg.d_model, n_layer=cfg.n_layer,
                                  teacher_signal=sig)
             init = None
-            if w:  # the shared warm start of this (m, eta, signal, seed): w steps of BC, computed once
-                if (sig, eta, k) not in warm:
-                    wkey = ("warm", m, int(eta * 1000), sig, k)
-                    warm[(sig, eta, k)] = cache.torch(
-                        f"warm_{tag}_{_key(cfg, 'warm', w)}",
-                        lambda: _warm_start(cfg, task, scfg, teacher, w, wkey, prog, tag),
-                        load=lambda path: load_model(path).to(device), save=lambda net, path: save_model(net, path))
-                prog.update(w, note=f"warm start {tag}")
-                init = warm[(sig, eta, k)]
+            if w:  # w steps of BC, computed once per (m, eta, signal, w, seed) and copied into every method
+                if (sig, eta, w, k) not in warm:
+                    key = ("warm", m, int(eta * 1000), sig, k)
+                    warm[(sig, eta, w, k)] = cache.torch(
+                        f"warm_{tag}_{_key(cfg, 'warm', w)}", lambda: _warm_start(cfg, task, scfg, teacher, w, key, prog, tag),
+                        load=lambda path: load_model(path).to(device), save=save_model)
+                init = warm[(sig, eta, w, k)]
             gen = torch_generator(cfg.seed, "student", m, method, int(eta * 1000), sig, w, k)
             with torch_init_seed(cfg.seed, "student_init", m, method, int(eta * 1000), sig, w, k):  # global state untouched
                 student = train_student(task, scfg, teacher, gen, init=init,
                                         progress=lambda s, l: prog.update(note=f"{method} {tag} loss {l:.3f}"))
-            ev = evaluate(task, student, eval_prompts)
-            rec = {"m": m, "eta": eta, "teacher_signal": sig, "warm_start": w, "method": method, "seed": k, **asdict(ev)}
-            write_json(path, rec)
-            runs.append(rec)
+            return {"m": m, "eta": eta, "teacher_signal": sig, "warm_start": w, "method": method, "seed": k,
+                    **asdict(evaluate(task, student, eval_prompts))}
+
+        for _, eta, sig, w, method, k in (j for j in jobs if j[0] == m):
+            tag = f"m{m}_eta{eta}_{sig}_warm{w}_seed{k}"
+            name = f"{method}_{tag}_{_key(cfg, 'run')}"
+            runs.append(cache.json(name, lambda: train_one(eta, sig, w, method, k, tag)))
+            prog.update(w if name in cache.seconds else cfg.steps + w, note=f"{method} {tag}" + ("" if name in cache.seconds else " (resumed)"))
     rows, paired = summarise(cfg, runs)
     results = {"config": asdict(cfg), "teachers": list(teachers.values()), "rows": rows, "paired": paired, "runs": runs}
     write_json(out / "results.json", results)
