@@ -400,7 +400,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
                 logp = token_log_probs(net(input_ids=b.input_ids, attention_mask=b.attention_mask).logits, b.input_ids,
                                        shift=True)
                 loss = policy_gradient_loss(logp, group_advantages(reward, cfg.group), b.target_mask, cfg.kl_coef,
-                                            ref_log_probs=ref).total
+                                            ref_log_probs=ref)
             else:
                 chosen = shard([goals[j] for j in rng.integers(len(goals), size=cfg.goals_per_step)], info)
                 policy.eval()
@@ -409,13 +409,13 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
                                        max_context=cfg.max_len - cfg.max_new)
                 policy.train()
                 reward = torch.tensor([r.success for r in rolls], dtype=torch.float)
-                loss = dialogue_pg_loss(net, agent0, rolls, reward, cfg.group, cfg.kl_coef, atok.pad_token_id).total
+                loss = dialogue_pg_loss(net, agent0, rolls, reward, cfg.group, cfg.kl_coef, atok.pad_token_id)
             # ---------------------------------------------------------------- end ALGO LOGIC
             opt.zero_grad()
-            loss.backward()
+            loss.total.backward()
             torch.nn.utils.clip_grad_norm_(policy.parameters(), 1.0)
             opt.step()
-            curve.append({"paradigm": paradigm, "step": step, "loss": all_mean(loss.item(), info),
+            curve.append({"paradigm": paradigm, "step": step, **{k: all_mean(v, info) for k, v in loss.parts().items()},
                           "mean_reward": all_mean(float(reward.mean()), info)})
         policy.eval()
 
@@ -442,7 +442,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
 
 def write_outputs(out: Path, cfg: RealDialogueConfig, results: dict, curves: list[dict]) -> None:
     """``results.json``, ``results.md``, ``config.json``, ``per_turn.csv`` (realism by turn index),
-    ``curves.csv`` (RL loss and reward per step) and ``realism_by_turn.{png,pdf}``, as the full pipeline."""
+    ``curves.csv`` (RL loss, its policy-gradient and KL parts, and reward per step) and ``realism_by_turn.{png,pdf}``, as the full pipeline."""
     write_json(out / "results.json", results)
     disc = results["discriminator_auc_tm3"]
     ci = {name: {b: discriminator_auc_ci(d, b) for b in d["by_turn"]} for name, d in disc.items()}

@@ -221,7 +221,7 @@ class StudentConfig:
     noised_student: bool = False
     d_model: int = 64
     n_layer: int = 2
-    teacher_signal: str = "sampled"
+    teacher_signal: str = "full"
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:

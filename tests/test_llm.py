@@ -150,6 +150,8 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     for name in ("results.md", "results.json", "config.json", "per_turn.csv", "curves.csv", "realism_by_turn.png",
                  "sycophancy.pdf"):
         assert (tmp_path / "r" / name).exists(), name
+    header = (tmp_path / "r" / "curves.csv").read_text().splitlines()[0].split(",")
+    assert {"loss", "pg", "kl", "mean_reward"} <= set(header)  # the loss's parts are logged apart
     syc = res["sycophancy_tm4"]
     assert syc["people (logged replies)"]["accept_wrong"] is None
     assert syc["prompted (rule-based)"]["accept_right"] == 1.0
