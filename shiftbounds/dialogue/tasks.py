@@ -1,4 +1,4 @@
-"""Hidden-goal dialogue tasks, their user models and the logging agent (docs/pipeline.md "Task").
+"""Hidden-goal dialogue tasks, their user models and the judge (docs/pipeline.md "Task").
 
 A task is a small "twenty questions" game: the user holds a hidden goal ``x`` from a finite set
 ``G``; at each turn the agent either asks a binary question ``q`` (whose true answer is
