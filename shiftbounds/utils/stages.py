@@ -38,30 +38,23 @@ class StageCache:
         self.save = save
         self.seconds: dict[str, float] = {}
 
-    def _compute(self, name: str, make: Callable[[], T]) -> T:
+    def _stage(self, path: Path, make: Callable[[], T], load: Callable[[Path], T], save: Callable[[T, Path], None]) -> T:
+        """``load(path)`` if it exists, else ``make()`` (timed) and, when saving, ``save(value, path)``."""
+        if path.exists():
+            return load(path)
         t0 = time.perf_counter()
         value = make()
-        self.seconds[name] = time.perf_counter() - t0
+        self.seconds[path.stem] = time.perf_counter() - t0
+        if self.save:
+            save(value, path)
         return value
 
     def json(self, name: str, make: Callable[[], Any]) -> Any:
         """``<name>.json`` if it exists, else ``make()`` written there (a JSON-able value)."""
-        path = self.folder / f"{name}.json"
-        if path.exists():
-            return read_json(path)
-        value = self._compute(name, make)
-        if self.save:
-            write_json(path, value)
-        return value
+        return self._stage(self.folder / f"{name}.json", make, read_json, lambda value, path: write_json(path, value))
 
     def torch(self, name: str, make: Callable[[], T], *, load: Callable[[Path], T],
               save: Callable[[T, Path], None]) -> T:
         """``load(<name>.pt)`` if it exists, else ``make()`` saved there with ``save(value, path)``
         (which must write atomically, e.g. :func:`shiftbounds.nn.transformer.save_model`)."""
-        path = self.folder / f"{name}.pt"
-        if path.exists():
-            return load(path)
-        value = self._compute(name, make)
-        if self.save:
-            save(value, path)
-        return value
+        return self._stage(self.folder / f"{name}.pt", make, load, save)
