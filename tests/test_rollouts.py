@@ -13,7 +13,6 @@ from shiftbounds.conversations import from_hidden_goal
 from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
 from shiftbounds.conversations.rollouts import (
     agent_prompt,
-    hidden_goal_judge,
     judge_reward_func,
     make_rollout_func,
     rollout_dialogue,
@@ -21,6 +20,7 @@ from shiftbounds.conversations.rollouts import (
     static_reward_func,
 )
 from shiftbounds.conversations.simulators import HiddenGoalUser
+from shiftbounds.conversations.tasks import hidden_goal_judge
 from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
 from shiftbounds.dialogue.tasks import prompted_simulator
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from shiftbounds.conversations import Conversation, Message, from_hidden_goal
-from shiftbounds.conversations.calibration import METADATA, CalibrationConfig, calibrate, sft_trainer, user_turn_examples
-from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
+from shiftbounds.conversations.calibration import CalibrationConfig, calibrate, sft_trainer, user_turn_examples
+from shiftbounds.conversations.models import METADATA, build_tiny_chat_model, load_chat_model
 from shiftbounds.conversations.simulators import HiddenGoalUser, LMUser, OrderingUser, UserSimulator, simulator_view
 from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
 from shiftbounds.dialogue.tasks import memory_user, prompted_simulator

@@ -11,7 +11,6 @@ simulator with :meth:`~shiftbounds.conversations.simulators.LMUser.from_pretrain
 
 from __future__ import annotations
 
-import json
 import tempfile
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -20,8 +19,6 @@ from typing import Any
 
 from shiftbounds.conversations.records import Conversation
 from shiftbounds.conversations.simulators import PERSONA, simulator_view
-
-METADATA = "shiftbounds.json"
 
 
 @dataclass(frozen=True)
@@ -73,18 +70,17 @@ def calibrate(convs: Sequence[Conversation], base: str | Path, out_dir: str | Pa
     """SFT the model ``base`` (a Hub id or folder) into a calibrated simulator saved at ``out_dir``."""
     import trl
 
-    from shiftbounds.conversations.models import load_chat_model
+    from shiftbounds.conversations.models import load_chat_model, save_chat_model
 
     model, tok = load_chat_model(base)
     model.train()
     with tempfile.TemporaryDirectory() as tmp:
         trainer = sft_trainer(convs, model, tok, cfg, tmp)
         result = trainer.train()
-    out = Path(out_dir)
-    model.save_pretrained(out)
-    tok.save_pretrained(out)
     meta = {"kind": "calibrated", "persona": cfg.persona, "base": str(base), "n_conversations": len(convs),
             "n_user_turns": len(trainer.train_dataset), "training_loss": float(result.training_loss),
             "config": asdict(cfg), "trl": trl.__version__}
-    (out / METADATA).write_text(json.dumps(meta, indent=2) + "\n")
-    return out
+    if trainer.accelerator.is_main_process:
+        save_chat_model(model, tok, out_dir, meta)
+    trainer.accelerator.wait_for_everyone()
+    return Path(out_dir)

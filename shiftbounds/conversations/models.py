@@ -19,6 +19,8 @@ CHAT_TEMPLATE = (
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
 """The chat template of tiny models: ``<|role|>content<|end|>`` per message; ``<|end|>`` is the EOS."""
+METADATA = "shiftbounds.json"
+"""The file a saved simulator or agent folder carries: kind, persona or paradigm, base, settings."""
 
 
 def build_tiny_chat_model(folder: str | Path, texts: Iterable[str], *, vocab_size: int = 512, d_model: int = 64,
@@ -50,6 +52,20 @@ def build_tiny_chat_model(folder: str | Path, texts: Iterable[str], *, vocab_siz
     return folder
 
 
+def save_chat_model(model, tokenizer, folder: str | Path, metadata: dict) -> Path:
+    """Save a simulator or an agent: ``save_pretrained`` model and tokenizer, and ``metadata`` as
+    ``shiftbounds.json`` (written last: a folder with it is complete)."""
+    import json
+
+    from shiftbounds.utils.io import atomic_write_text
+
+    folder = Path(folder)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    atomic_write_text(folder / METADATA, json.dumps(metadata, indent=2) + "\n")
+    return folder
+
+
 def load_chat_model(name_or_path: str | Path, *, device: str | torch.device = "cpu"):
     """``(model, tokenizer)`` from a Hub id or a local folder (``from_pretrained``); the tokenizer
     must carry a chat template, and gets a pad token (its EOS) when it has none.
@@ -64,5 +80,5 @@ def load_chat_model(name_or_path: str | Path, *, device: str | torch.device = "c
         raise ValueError(f"the tokenizer of {name_or_path} has no chat template; set tokenizer.chat_template and save it")
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
-    model = AutoModelForCausalLM.from_pretrained(str(name_or_path), torch_dtype=torch.float32).to(device)
+    model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=torch.float32).to(device)
     return model.eval(), tok

@@ -27,11 +27,9 @@ from typing import Any
 import torch
 
 from shiftbounds.conversations.simulators import UserSimulator
+from shiftbounds.conversations.tasks import Judge
 from shiftbounds.losses import token_log_probs
 from shiftbounds.utils.seeding import derive_seed, torch_init_seed
-
-Judge = Callable[[Any, list[dict]], float]
-"""``judge(goal, messages) -> float``: the task's reward of a finished dialogue."""
 
 KEY_TAG = "[conversation {key}]"
 
@@ -106,7 +104,8 @@ def make_rollout_func(goals: Mapping[str, Any], simulator_factory: Callable[[], 
                       max_turns: int = 4, max_new_tokens: int = 16, temperature: float = 1.0, seed: int = 0):
     """The ``rollout_func`` for ``GRPOTrainer``: one dialogue per prompt it is given, against a fresh
     simulator from ``simulator_factory``, scored by ``judge``; ``goals`` maps each conversation key to
-    its goal. Every dialogue's draws come from (``seed``, trainer step, position in the batch)."""
+    its goal. Every dialogue's draws come from (``seed``, trainer step, position in the global batch),
+    so a run on several processes rolls out the dialogues of a single-process run."""
     calls = {"n": 0}
 
     def rollout_func(prompts: Sequence[list[dict]], trainer) -> dict:
@@ -115,6 +114,7 @@ def make_rollout_func(goals: Mapping[str, Any], simulator_factory: Callable[[], 
         calls["n"] += 1
         was_training = model.training
         model.eval()
+        offset = trainer.accelerator.process_index * len(prompts)  # the dialogue's place in the global batch
         outs = []
         for i, p in enumerate(prompts):
             key = _key(p)
@@ -122,7 +122,7 @@ def make_rollout_func(goals: Mapping[str, Any], simulator_factory: Callable[[], 
                 raise KeyError(f"conversation {key!r} has no goal in the rollout's goal table")
             outs.append(rollout_dialogue(model, tok, p, goals[key], simulator_factory(), judge, max_turns=max_turns,
                                          max_new_tokens=max_new_tokens, temperature=temperature,
-                                         seed=derive_seed(seed, step, i)))
+                                         seed=derive_seed(seed, step, offset + i)))
         model.train(was_training)
         return {k: [o[k] for o in outs] for k in ("prompt_ids", "completion_ids", "env_mask", "logprobs", "judge_reward")}
 
@@ -132,20 +132,6 @@ def make_rollout_func(goals: Mapping[str, Any], simulator_factory: Callable[[], 
 def judge_reward_func(prompts, completions, judge_reward, **_) -> list[float]:
     """The reward function that hands the rollout's judged rewards to the trainer."""
     return [float(r) for r in judge_reward]
-
-
-def hidden_goal_judge(task) -> Judge:
-    """The goal-aware judge of a synthetic hidden-goal task on its text rendering: each agent message
-    ``propose:<goal>`` earns 1 if it names the goal and ``-wrong_penalty`` otherwise (other messages
-    earn 0), as :func:`shiftbounds.dialogue.tasks.judge_reward` scores acts."""
-    def judge(goal: Any, messages: list[dict]) -> float:
-        total = 0.0
-        for m in messages:
-            if m["role"] == "assistant" and m["content"].startswith("propose:"):
-                total += 1.0 if m["content"][len("propose:"):] == goal else -task.wrong_penalty
-        return total
-
-    return judge
 
 
 # ------------------------------------------------------------------------ Static Context RL

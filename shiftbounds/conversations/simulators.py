@@ -84,10 +84,10 @@ class LMUser:
     def from_pretrained(cls, name_or_path: str | Path, **kw) -> LMUser:
         """Load a simulator from a Hub id or a folder; a folder written by
         :func:`~shiftbounds.conversations.calibration.calibrate` supplies its persona and name."""
-        from shiftbounds.conversations.models import load_chat_model
+        from shiftbounds.conversations.models import METADATA, load_chat_model
 
         model, tok = load_chat_model(name_or_path)
-        meta_path = Path(name_or_path) / "shiftbounds.json"
+        meta_path = Path(name_or_path) / METADATA
         meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
         kw.setdefault("persona", meta.get("persona", PERSONA))
         kw.setdefault("name", meta.get("kind", "prompted"))
@@ -181,7 +181,12 @@ class OrderingUser:
         self._rng = numpy_rng(0 if seed is None else seed, "ordering_user")
 
     def respond(self, messages: list[dict]) -> tuple[str, bool]:
-        agent_text = " ".join(m["content"] for m in messages if m["role"] in ("assistant", "tool"))
+        from shiftbounds.conversations.tasks import placed_orders
+
+        # the orders placed so far (tool calls or calls in the agent's text), as the rule reads them
+        calls = " ".join(f"add_order_item {json.dumps({'menu_item_id': o.item, 'quantity': o.quantity, 'attributes': [{'option': x} for x in o.options]})}"
+                         for o in placed_orders(messages))
+        agent_text = " ".join([m["content"] for m in messages if m["role"] == "assistant"] + [calls])
         turn = sum(m["role"] == "user" for m in messages)
         reply = self.rule.reply(self.goal, agent_text, turn, rng=self._rng)
         return reply, reply.startswith("yes, that's right")

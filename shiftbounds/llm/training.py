@@ -35,7 +35,7 @@ def make_batch(tokenizer, pairs: list[tuple[str, str]], max_len: int) -> SpanBat
         raise ValueError(f"max_len must be >= 4; got {max_len}")
     rows, masks = [], []
     for ctx, tgt in pairs:
-        c = [tokenizer.bos_token_id] + list(tokenizer.encode(ctx))
+        c = ([] if tokenizer.bos_token_id is None else [tokenizer.bos_token_id]) + list(tokenizer.encode(ctx))
         t = list(tokenizer.encode(tgt)) + [tokenizer.eos_token_id]
         t = t[: max_len - 1]
         c = c[-(max_len - len(t)):]

@@ -1,0 +1,214 @@
+"""Measuring any user simulator against held-out logs, through the conversation interface.
+
+These are the real-data views of ``delta_t`` (docs/theory.md §3):
+
+* :func:`user_turn_nll` / :func:`nll_by_turn` — per-token NLL of each human user turn under an LM
+  simulator, in the simulator's view (persona, goal, roles flipped), by user-turn index;
+* :func:`discriminator_auc_by_turn` — a real-vs-simulated classifier trained on human user turns and
+  the simulator's replies at the same histories; its held-out ROC AUC overall and by user-turn index
+  with 95 % intervals (0.5: indistinguishable at this classifier's size). Works for every
+  :class:`~shiftbounds.conversations.simulators.UserSimulator`, rule-based ones included;
+* :func:`sycophancy_report` — accept-right, accept-wrong, their paired difference and goal
+  disclosure on a task's probes (:class:`~shiftbounds.conversations.tasks.ProbeBuilder`), with
+  intervals, for a simulator or (``simulator=None``) the logged people.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from shiftbounds.conversations.records import Conversation
+from shiftbounds.conversations.simulators import PERSONA, UserSimulator, simulator_view
+from shiftbounds.conversations.tasks import Probe, ProbeBuilder, ProbeSet
+from shiftbounds.losses import token_log_probs
+from shiftbounds.utils.seeding import derive_seed, numpy_rng
+from shiftbounds.utils.stats import auc_ci, mean_ci, proportion_ci, roc_auc
+
+TURN_EDGES = (0, 2, 4, 8)
+"""User-turn index buckets of the per-turn tables: 0-1, 2-3, 4-7, 8+."""
+
+
+def turn_bucket(t: int, edges: Sequence[int] = TURN_EDGES) -> str:
+    """The bucket label of user-turn index ``t`` (``edges`` ascending, starting at 0)."""
+    if t < 0:
+        raise ValueError(f"a turn index is >= 0; got {t}")
+    k = int(np.searchsorted(edges, t, side="right")) - 1
+    return f"{edges[k]}+" if k == len(edges) - 1 else f"{edges[k]}-{edges[k + 1] - 1}"
+
+
+@dataclass(frozen=True)
+class UserTurn:
+    """A human user turn of the logs: its conversation, its message index, its user-turn index."""
+
+    conversation: Conversation
+    index: int
+    turn: int
+
+    @property
+    def history(self) -> list[dict]:
+        return [m.as_dict() for m in self.conversation.messages[: self.index]]
+
+    @property
+    def text(self) -> str:
+        return self.conversation.messages[self.index].content
+
+
+def user_turns(convs: Sequence[Conversation], *, after_agent: bool = False) -> list[UserTurn]:
+    """Every user turn of ``convs``; ``after_agent``: only those that answer an agent message (the
+    last non-tool message before them is the agent's), which every simulator can produce."""
+    out = []
+    for c in convs:
+        for t, j in enumerate(c.turns("user")):
+            prev = [m.role for m in c.messages[:j] if m.role != "tool"]
+            if not after_agent or (prev and prev[-1] == "assistant"):
+                out.append(UserTurn(c, j, t))
+    return out
+
+
+def _render(tokenizer, messages: list[dict], generation_prompt: bool) -> list[int]:
+    return list(tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=True, return_dict=False))
+
+
+@torch.no_grad()
+def user_turn_nll(model, tokenizer, turns: Sequence[UserTurn], *, persona: str = PERSONA, batch: int = 8,
+                  max_len: int = 1024) -> np.ndarray:
+    """Mean NLL per token of each human turn (its text and end marker) under an LM simulator reading
+    the simulator's view; histories are cut from the left to fit ``max_len``."""
+    rows = []
+    for u in turns:
+        view = simulator_view(u.history, u.conversation.goal, persona)
+        prompt = _render(tokenizer, view, True)
+        full = _render(tokenizer, view + [{"role": "assistant", "content": u.text}], False)
+        if full[: len(prompt)] != prompt:
+            raise ValueError("the chat template does not render a conversation's prefix as a prefix of the whole")
+        target = full[len(prompt):][: max_len - 1]
+        rows.append((prompt[-(max_len - len(target)):], target))
+    out = []
+    pad = tokenizer.pad_token_id
+    for j in range(0, len(rows), batch):
+        chunk = rows[j: j + batch]
+        T = max(len(p) + len(t) for p, t in chunk)
+        ids = torch.full((len(chunk), T), pad, dtype=torch.long)
+        att = torch.zeros_like(ids)
+        mask = torch.zeros((len(chunk), T - 1))
+        for i, (p, t) in enumerate(chunk):
+            ids[i, : len(p) + len(t)] = torch.tensor(p + t)
+            att[i, : len(p) + len(t)] = 1
+            mask[i, len(p) - 1: len(p) + len(t) - 1] = 1
+        ids, att = ids.to(model.device), att.to(model.device)
+        logp = token_log_probs(model(input_ids=ids, attention_mask=att).logits, ids, shift=True).cpu()
+        out += (-(logp * mask).sum(1) / mask.sum(1)).tolist()
+    return np.array(out)
+
+
+def nll_by_turn(model, tokenizer, convs: Sequence[Conversation], *, persona: str = PERSONA, batch: int = 8,
+                max_len: int = 1024, edges: Sequence[int] = TURN_EDGES) -> dict:
+    """:func:`user_turn_nll` over every user turn of ``convs``: the mean overall and by user-turn
+    bucket, each with a 95 % t-interval over turns, and the counts."""
+    turns = user_turns(convs)
+    nll = user_turn_nll(model, tokenizer, turns, persona=persona, batch=batch, max_len=max_len)
+    buckets = np.array([turn_bucket(u.turn, edges) for u in turns])
+    by = {b: _estimate(mean_ci(nll[buckets == b])) | {"n": int((buckets == b).sum())}
+          for b in dict.fromkeys(turn_bucket(t, edges) for t in sorted({u.turn for u in turns}))}
+    return {"overall": _estimate(mean_ci(nll)) | {"n": len(nll)}, "by_turn": by}
+
+
+def _estimate(e) -> dict:
+    return {"value": float(e.value), "low": float(e.low), "high": float(e.high)}
+
+
+def simulated_replies(simulator: UserSimulator, turns: Sequence[UserTurn], *, seed: int = 0) -> list[str]:
+    """The simulator's reply at each turn's history (the same goal; draws from ``seed`` and the
+    turn's place, so every simulator answers from the same random numbers)."""
+    out = []
+    for u in turns:
+        simulator.reset(u.conversation.goal, seed=derive_seed(seed, u.conversation.id, u.index))
+        out.append(simulator.respond(u.history)[0])
+    return out
+
+
+def dialogue_text(messages: Sequence[dict]) -> str:
+    """A history as a classifier reads it: ``role: content`` lines, tool messages included."""
+    return "".join(f"\n{m['role']}: {m['content']}" for m in messages)
+
+
+def discriminator_auc_by_turn(simulator: UserSimulator, classifier: str, train: Sequence[Conversation],
+                              held: Sequence[Conversation], *, steps: int = 200, batch: int = 8, lr: float = 1e-3,
+                              max_len: int = 512, max_turns: int | None = None, edges: Sequence[int] = TURN_EDGES,
+                              seed: int = 0) -> dict:
+    """Train a real-vs-``simulator`` discriminator on the user turns of ``train`` (human: 1, the
+    simulator's reply at the same history: 0) and return its held-out AUC on ``held``, overall and
+    by user-turn bucket, each with its 95 % Hanley-McNeil interval, and the counts.
+
+    Args:
+        classifier: a model folder or Hub id whose backbone the classifier starts from (a sequence
+            classifier: a linear head on the last token's hidden state).
+        max_turns: at most this many user turns from each split (drawn with ``seed``; ``None``: all).
+    """
+    from shiftbounds.conversations.models import load_chat_model
+    from shiftbounds.llm.training import RewardModel, classifier_scores, fit_classifier
+    from shiftbounds.utils.seeding import torch_init_seed
+
+    rng = numpy_rng(seed, "discriminator")
+
+    def pick(convs):
+        turns = user_turns(convs, after_agent=True)
+        if not turns:
+            raise ValueError("no user turn that answers an agent message to discriminate on")
+        if max_turns is not None and len(turns) > max_turns:
+            turns = [turns[j] for j in sorted(rng.choice(len(turns), max_turns, replace=False))]
+        return turns
+
+    tr, ho = pick(train), pick(held)
+    fake_tr = simulated_replies(simulator, tr, seed=derive_seed(seed, "train"))
+    fake_ho = simulated_replies(simulator, ho, seed=derive_seed(seed, "held"))
+    data = [(dialogue_text(u.history), "\nuser: " + t, y) for us, ts, y in ((tr, [u.text for u in tr], 1.0), (tr, fake_tr, 0.0))
+            for u, t in zip(us, ts)]
+    lm, tok = load_chat_model(classifier)
+    with torch_init_seed(seed, "discriminator_head"):
+        disc = RewardModel(lm).to(lm.device)
+    fit_classifier(disc, tok, data, steps=steps, batch=batch, lr=lr, max_len=max_len, rng=rng, device=lm.device)
+    score = lambda texts: classifier_scores(disc, tok, [(dialogue_text(u.history), "\nuser: " + t, 0.0)  # noqa: E731
+                                                        for u, t in zip(ho, texts)], batch=batch, max_len=max_len,
+                                             device=lm.device).numpy()
+    real, fake = score([u.text for u in ho]), score(fake_ho)
+    buckets = np.array([turn_bucket(u.turn, edges) for u in ho])
+
+    def auc(sel):
+        n = int(sel.sum())
+        value = roc_auc(np.r_[real[sel], fake[sel]], np.r_[np.ones(n), np.zeros(n)])
+        return _estimate(auc_ci(value, n, n)) | {"n": n}
+
+    by = {b: auc(buckets == b) for b in dict.fromkeys(turn_bucket(t, edges) for t in sorted({u.turn for u in ho}))}
+    return {"overall": auc(np.ones(len(ho), bool)), "by_turn": by}
+
+
+def sycophancy_report(simulator: UserSimulator | None, probes: ProbeSet, builder: ProbeBuilder, *, seed: int = 0) -> dict:
+    """``accept_right``, ``accept_wrong`` (the sycophancy rate), ``discrimination`` (their paired
+    difference: right and wrong probes come from the same dialogue) and ``goal_disclosure``, each
+    with a 95 % interval; ``simulator=None`` reads the logged people's replies (accept-right and
+    disclosure only: the logs hold no wrong confirmation)."""
+    def answers(ps: Sequence[Probe], tag: str) -> list[str]:
+        if simulator is None:
+            return [p.human_reply for p in ps]
+        out = []
+        for i, p in enumerate(ps):
+            simulator.reset(p.goal, seed=derive_seed(seed, tag, i))
+            out.append(simulator.respond(list(p.messages))[0])
+        return out
+
+    def share(flags: list[bool]) -> dict | None:
+        return _estimate(proportion_ci(int(sum(flags)), len(flags))) | {"n": len(flags)} if flags else None
+
+    right = [builder.accepts(r) for r in answers(probes.right, "right")]
+    disclosed = [builder.discloses(r, p.goal) for r, p in zip(answers(probes.disclosure, "disclosure"), probes.disclosure)]
+    out = {"accept_right": share(right), "accept_wrong": None, "discrimination": None, "goal_disclosure": share(disclosed)}
+    if simulator is not None and probes.wrong:
+        wrong = [builder.accepts(r) for r in answers(probes.wrong, "wrong")]
+        out["accept_wrong"] = share(wrong)
+        out["discrimination"] = _estimate(mean_ci(np.array(right, float) - np.array(wrong, float))) | {"n": len(wrong)}
+    return out

@@ -1,0 +1,181 @@
+"""The three paradigms on TRL's ``GRPOTrainer`` with one configuration, and agents saved like
+simulators.
+
+* **static** — Static Context RL: the agent completes one turn at each logged history
+  (:func:`~shiftbounds.conversations.rollouts.static_context_dataset`), paid by the judge on the
+  history plus that turn; the contexts come from the logs, not from the agent (``Delta_t``);
+* **interactive** — Interactive RL: whole dialogues against a prompted simulator
+  (:func:`~shiftbounds.conversations.rollouts.make_rollout_func`), paid by the judge;
+* **calibrated** — Calibrated Interactive RL: the same against a calibrated simulator.
+
+Every paradigm gets the same :func:`grpo_config` (steps, batch, generations, learning rate, KL
+weight, seeds); only the data and the rollout differ. :func:`train_paradigm` saves the trained agent
+with ``save_pretrained`` (model and tokenizer) and ``shiftbounds.json`` (kind ``agent``, paradigm,
+base, reward per step). Launched with ``accelerate launch``, the trainer runs data-parallel on
+several processes, GPUs or machines; every dialogue's draws are keyed by its place in the global
+batch, so two processes roll out the same dialogues as one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shiftbounds.conversations.records import Conversation
+from shiftbounds.conversations.rollouts import (
+    Judge,
+    agent_prompt,
+    judge_reward_func,
+    make_rollout_func,
+    rollout_dialogue,
+    static_context_dataset,
+    static_reward_func,
+)
+from shiftbounds.conversations.simulators import UserSimulator
+from shiftbounds.utils.seeding import derive_seed
+from shiftbounds.utils.stats import mean_ci
+
+PARADIGMS = ("static", "interactive", "calibrated")
+SYSTEM = "You are a helpful assistant."
+
+
+@dataclass(frozen=True)
+class ParadigmConfig:
+    """One GRPO configuration for every paradigm.
+
+    Attributes:
+        steps: optimiser steps.
+        batch: completions (dialogues) per device per step; a multiple of ``num_generations``.
+        num_generations: rollouts per prompt (the group whose mean reward is the baseline).
+        lr: learning rate.
+        beta: weight of the KL to the starting agent (``> 0`` makes TRL load a reference model).
+        max_turns: agent turns per dialogue (interactive paradigms).
+        max_new_tokens: tokens per agent turn (every paradigm).
+        temperature: sampling temperature of the agent.
+        system: the agent's system prompt (it never contains the goal).
+        seed: the trainer's seed and the rollouts' root seed.
+    """
+
+    steps: int = 50
+    batch: int = 8
+    num_generations: int = 4
+    lr: float = 1e-5
+    beta: float = 0.0
+    max_turns: int = 4
+    max_new_tokens: int = 64
+    temperature: float = 1.0
+    system: str = SYSTEM
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if min(self.steps, self.batch, self.max_turns, self.max_new_tokens) < 1 or self.num_generations < 2:
+            raise ValueError(f"need steps, batch, max_turns, max_new_tokens >= 1 and num_generations >= 2; got {self}")
+        if self.batch % self.num_generations:
+            raise ValueError(f"batch ({self.batch}) must be a multiple of num_generations ({self.num_generations})")
+        if self.lr <= 0 or self.beta < 0 or self.temperature <= 0:
+            raise ValueError(f"need lr > 0, beta >= 0, temperature > 0; got {self.lr}, {self.beta}, {self.temperature}")
+
+
+def grpo_config(cfg: ParadigmConfig, output_dir: str | Path):
+    """The ``trl.GRPOConfig`` every paradigm trains with."""
+    from trl import GRPOConfig
+
+    return GRPOConfig(output_dir=str(output_dir), max_steps=cfg.steps, per_device_train_batch_size=cfg.batch,
+                      num_generations=cfg.num_generations, learning_rate=cfg.lr, beta=cfg.beta,
+                      max_completion_length=cfg.max_new_tokens, temperature=cfg.temperature, seed=cfg.seed,
+                      data_seed=cfg.seed, report_to=[], logging_steps=1, save_strategy="no", bf16=False, fp16=False,
+                      disable_tqdm=True, dataloader_num_workers=0, use_cpu=not _cuda())
+
+
+def _cuda() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def paradigm_trainer(paradigm: str, agent: str | Path, convs: Sequence[Conversation], judge: Judge, cfg: ParadigmConfig,
+                     output_dir: str | Path, simulator_factory: Callable[[], UserSimulator] | None = None):
+    """The configured ``trl.GRPOTrainer`` (not yet trained) of one paradigm.
+
+    Args:
+        paradigm: one of :data:`PARADIGMS`.
+        agent: the starting agent, a model folder or Hub id (TRL rebuilds the reference from it).
+        convs: the logs (static: their histories; interactive: their goals).
+        judge: ``judge(goal, messages) -> float``.
+        simulator_factory: a fresh user simulator (interactive and calibrated paradigms).
+    """
+    from datasets import Dataset
+    from trl import GRPOTrainer
+
+    from shiftbounds.conversations.models import load_chat_model
+
+    if paradigm not in PARADIGMS:
+        raise ValueError(f"paradigm must be one of {PARADIGMS}; got {paradigm!r}")
+    os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    _, tok = load_chat_model(agent)
+    args = grpo_config(cfg, output_dir)
+    if paradigm == "static":
+        ds, goals = static_context_dataset(convs, cfg.system)
+        return GRPOTrainer(model=str(agent), reward_funcs=static_reward_func(goals, judge), args=args, train_dataset=ds,
+                           processing_class=tok)
+    if simulator_factory is None:
+        raise ValueError(f"the {paradigm} paradigm needs a simulator_factory")
+    goals = {c.id: c.goal for c in convs}
+    rollout = make_rollout_func(goals, simulator_factory, judge, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens,
+                                temperature=cfg.temperature, seed=cfg.seed)
+    ds = Dataset.from_list([{"prompt": agent_prompt(cfg.system, c.id)} for c in convs])
+    return GRPOTrainer(model=str(agent), reward_funcs=judge_reward_func, args=args, train_dataset=ds,
+                       processing_class=tok, rollout_func=rollout)
+
+
+def train_paradigm(paradigm: str, agent: str | Path, convs: Sequence[Conversation], judge: Judge, cfg: ParadigmConfig,
+                   out_dir: str | Path, simulator_factory: Callable[[], UserSimulator] | None = None) -> Path:
+    """Train one paradigm (:func:`paradigm_trainer`) and save the agent to ``out_dir`` (model,
+    tokenizer, ``shiftbounds.json`` with the reward per step); returns ``out_dir``."""
+    import tempfile
+
+    import trl
+
+    from shiftbounds.conversations.models import save_chat_model
+
+    with tempfile.TemporaryDirectory() as tmp:
+        trainer = paradigm_trainer(paradigm, agent, convs, judge, cfg, tmp, simulator_factory)
+        trainer.train()
+    log = trainer.state.log_history
+    meta = {"kind": "agent", "paradigm": paradigm, "base": str(agent), "n_conversations": len(convs),
+            "reward": [float(h["reward"]) for h in log if "reward" in h],
+            "loss": [float(h["loss"]) for h in log if "loss" in h], "config": asdict(cfg), "trl": trl.__version__}
+    if trainer.accelerator.is_main_process:
+        save_chat_model(trainer.model, trainer.processing_class, out_dir, meta)
+    trainer.accelerator.wait_for_everyone()
+    return Path(out_dir)
+
+
+def evaluate_agent(model, tokenizer, convs: Sequence[Conversation], simulator: UserSimulator, judge: Judge, *,
+                   max_turns: int, max_new_tokens: int, temperature: float = 1.0, system: str = SYSTEM,
+                   seed: int = 0) -> dict:
+    """The judge's mean reward over one dialogue per conversation goal against ``simulator``, with a
+    95 % interval; each dialogue's draws come from (``seed``, conversation id), so two agents meet
+    the same simulator draws. ``rewards`` lists the per-dialogue rewards in ``convs`` order (for
+    paired comparisons)."""
+    rewards = []
+    for c in convs:
+        out = rollout_dialogue(model, tokenizer, agent_prompt(system, c.id), c.goal, simulator, judge, max_turns=max_turns,
+                               max_new_tokens=max_new_tokens, temperature=temperature, seed=derive_seed(seed, c.id))
+        rewards.append(out["judge_reward"])
+    e = mean_ci(np.array(rewards))
+    return {"mean": e.value, "low": e.low, "high": e.high, "n": len(rewards), "rewards": rewards}
+
+
+def read_metadata(folder: str | Path) -> dict[str, Any]:
+    """The ``shiftbounds.json`` of a saved simulator or agent."""
+    path = Path(folder) / "shiftbounds.json"
+    if not path.is_file():
+        raise FileNotFoundError(f"{folder} holds no shiftbounds.json: not a folder saved by shiftbounds")
+    return json.loads(path.read_text())

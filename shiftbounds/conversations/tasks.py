@@ -1,0 +1,179 @@
+"""What a task supplies to the conversation path: a judge ``judge(goal, messages) -> float`` and,
+for sycophancy and disclosure measurements, a :class:`ProbeBuilder`.
+
+* :func:`hidden_goal_judge` — the synthetic hidden-goal tasks on their text rendering;
+* :func:`taskmaster4_judge` and :class:`Taskmaster4Probes` — Taskmaster-4 coffee orders.
+
+A probe builder turns held-out conversations into the histories every user model (and the logged
+people) answers, and says how to read a reply: :meth:`ProbeBuilder.accepts` (does the reply accept
+the confirmed outcome?) and :meth:`ProbeBuilder.discloses` (does it state the whole goal?). Your own
+task supplies its own builder with the same three methods.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import numpy as np
+
+from shiftbounds.conversations.records import Conversation
+
+Judge = Callable[[Any, list[dict]], float]
+"""``judge(goal, messages) -> float``: the task's reward of a finished dialogue."""
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One history a user model answers: its ``goal``, the ``messages`` before the user's reply,
+    and the logged person's reply there (``""`` when the history is not a logged one)."""
+
+    goal: Any
+    messages: tuple[dict, ...]
+    human_reply: str = ""
+
+
+@dataclass(frozen=True)
+class ProbeSet:
+    """Paired confirmation probes (``right[i]`` and ``wrong[i]`` differ only in the outcome
+    confirmed) and the opening-turn ``disclosure`` probes."""
+
+    right: tuple[Probe, ...]
+    wrong: tuple[Probe, ...]
+    disclosure: tuple[Probe, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.right) != len(self.wrong):
+            raise ValueError(f"right and wrong probes must pair up; got {len(self.right)} and {len(self.wrong)}")
+
+
+class ProbeBuilder(Protocol):
+    """A task's sycophancy and disclosure probes (see the module docstring)."""
+
+    def build(self, convs: list[Conversation], *, rng: np.random.Generator) -> ProbeSet:
+        """The probes from held-out conversations."""
+
+    def accepts(self, reply: str) -> bool:
+        """Whether a user reply accepts the outcome the agent confirmed."""
+
+    def discloses(self, reply: str, goal: Any) -> bool:
+        """Whether a user reply states the whole goal."""
+
+
+# --------------------------------------------------------------------------- hidden-goal tasks
+def hidden_goal_judge(task) -> Judge:
+    """The goal-aware judge of a synthetic hidden-goal task on its text rendering: each agent message
+    ``propose:<goal>`` earns 1 if it names the goal and ``-wrong_penalty`` otherwise (other messages
+    earn 0), as :func:`shiftbounds.dialogue.tasks.judge_reward` scores acts."""
+    def judge(goal: Any, messages: list[dict]) -> float:
+        total = 0.0
+        for m in messages:
+            if m["role"] == "assistant" and m["content"].startswith("propose:"):
+                total += 1.0 if m["content"][len("propose:"):] == goal else -task.wrong_penalty
+        return total
+
+    return judge
+
+
+# ------------------------------------------------------------------------------- Taskmaster-4
+def _goal_items(goal: Any) -> tuple:
+    from shiftbounds.llm.taskmaster import OrderItem
+
+    return tuple(OrderItem(g["item"], int(g.get("quantity", 1)), tuple(g.get("options", ()))) for g in goal["order"])
+
+
+def placed_orders(messages: list[dict]) -> list:
+    """The orders placed in a dialogue: ``add_order_item`` calls in tool messages (logged, JSON
+    ``{"add_order_item": {...}}``) and written in the agent's text (``add_order_item {...}``)."""
+    from shiftbounds.llm.taskmaster import order_item, parse_orders
+
+    out = []
+    for m in messages:
+        if m["role"] == "tool":
+            try:
+                call = json.loads(m["content"])
+            except json.JSONDecodeError:
+                continue
+            if isinstance(call, dict) and isinstance(call.get("add_order_item"), dict):
+                out.append(order_item(call["add_order_item"]))
+        elif m["role"] == "assistant":
+            out += parse_orders(m["content"])
+    return out
+
+
+def taskmaster4_judge(goal: Any, messages: list[dict]) -> float:
+    """Taskmaster-4 goal success: 1 when the dialogue's ``add_order_item`` calls order exactly the
+    goal's drinks (item, quantity and options, as a multiset), else 0."""
+    from shiftbounds.llm.taskmaster import order_success
+
+    return order_success(_goal_items(goal), placed_orders(messages))
+
+
+class Taskmaster4Probes:
+    """Taskmaster-4's probes on its conversation records
+    (:func:`~shiftbounds.conversations.records.from_taskmaster4`).
+
+    * confirmation: the history up to the agent's first message after an ``add_order_item`` call,
+      once as placed and once with the first call's drink swapped for a different one; the order on
+      the customer's screen is also written into that message (``[order shown: ...]``), because an
+      LM simulator does not read tool messages;
+    * disclosure: the history before the customer's first turn.
+
+    Replies are read with :func:`shiftbounds.llm.dialogue.is_acceptance` and
+    :func:`shiftbounds.llm.sycophancy.names_whole_goal`.
+    """
+
+    SHOWN = " [order shown: {order}]"
+
+    def build(self, convs: list[Conversation], *, rng: np.random.Generator) -> ProbeSet:
+        from shiftbounds.llm.sycophancy import SWAP_ITEMS
+        from shiftbounds.llm.taskmaster import goal_text
+
+        right, wrong, disclosure = [], [], []
+        for c in convs:
+            msgs = [m.as_dict() for m in c.messages]
+            first_user = next((j for j, m in enumerate(msgs) if m["role"] == "user"), None)
+            if first_user is not None:
+                disclosure.append(Probe(c.goal, tuple(msgs[:first_user]), msgs[first_user]["content"]))
+            i = self._confirmation(msgs)
+            if i is None:
+                continue
+            reply = next((m["content"] for m in msgs[i + 1:] if m["role"] != "tool"), None)
+            if reply is None or msgs[i + 1]["role"] != "user":
+                continue
+            placed = tuple(placed_orders(msgs[:i]))
+            other = [x for x in SWAP_ITEMS if x != placed[0].item]
+            swapped = (type(placed[0])(other[rng.integers(len(other))], placed[0].quantity, placed[0].options),) + placed[1:]
+            first_call = next(j for j, m in enumerate(msgs[:i]) if m["role"] == "tool" and "add_order_item" in m["content"])
+            for out, order, human in ((right, placed, reply), (wrong, swapped, "")):
+                history = list(msgs[:i])
+                call = json.loads(history[first_call]["content"])
+                item = order[0].item.replace(" ", "-")
+                if not call["add_order_item"].get("menu_item_id", "").lower().startswith(item):
+                    call["add_order_item"] = {**call["add_order_item"], "menu_item_id": f"{item}-0000"}
+                history[first_call] = {"role": "tool", "content": json.dumps(call, sort_keys=True)}
+                shown = {**msgs[i], "content": msgs[i]["content"] + self.SHOWN.format(order=goal_text(order))}
+                out.append(Probe(c.goal, tuple(history) + (shown,), human))
+        return ProbeSet(tuple(right), tuple(wrong), tuple(disclosure))
+
+    @staticmethod
+    def _confirmation(msgs: list[dict]) -> int | None:
+        seen_order = False
+        for j, m in enumerate(msgs):
+            if m["role"] == "tool" and "add_order_item" in m["content"]:
+                seen_order = True
+            elif m["role"] == "assistant" and seen_order:
+                return j
+        return None
+
+    def accepts(self, reply: str) -> bool:
+        from shiftbounds.llm.dialogue import is_acceptance
+
+        return is_acceptance(reply)
+
+    def discloses(self, reply: str, goal: Any) -> bool:
+        from shiftbounds.llm.sycophancy import names_whole_goal
+
+        return names_whole_goal(reply, _goal_items(goal))

@@ -1,0 +1,103 @@
+"""Measuring simulators through the conversation interface: NLL of human turns against a direct
+computation, the discriminator on a simulator that is obviously wrong and one that is exact,
+sycophancy probes on Taskmaster-4 with the rule-based user's known rates."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from shiftbounds.conversations import from_hidden_goal, from_taskmaster4
+from shiftbounds.conversations.measures import (
+    discriminator_auc_by_turn,
+    nll_by_turn,
+    sycophancy_report,
+    turn_bucket,
+    user_turn_nll,
+    user_turns,
+)
+from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
+from shiftbounds.conversations.simulators import PERSONA, HiddenGoalUser, OrderingUser, simulator_view
+from shiftbounds.conversations.tasks import Taskmaster4Probes, placed_orders, taskmaster4_judge
+from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    prep = prepare_task(make_task("guess_number", 3))
+    convs = from_hidden_goal(prep.task, sample_logs(prep, 120, rng=np.random.default_rng(0)))
+    texts = [m.content for c in convs for m in c.messages] + [PERSONA]
+    base = build_tiny_chat_model(tmp_path_factory.mktemp("m"), texts, vocab_size=300, d_model=32, n_layer=1)
+    return prep, convs, base
+
+
+def test_turn_buckets():
+    assert [turn_bucket(t) for t in (0, 1, 2, 3, 4, 7, 8, 30)] == ["0-1", "0-1", "2-3", "2-3", "4-7", "4-7", "8+", "8+"]
+    assert turn_bucket(5, (0, 5)) == "5+"
+    with pytest.raises(ValueError, match="turn index is >= 0"):
+        turn_bucket(-1)
+
+
+def test_user_turn_nll_equals_the_direct_computation(synthetic):
+    prep, convs, base = synthetic
+    model, tok = load_chat_model(base)
+    turns = user_turns(convs[:3])
+    nll = user_turn_nll(model, tok, turns, batch=4)
+    for u, value in zip(turns, nll):
+        view = simulator_view(u.history, u.conversation.goal)
+        prompt = tok.apply_chat_template(view, add_generation_prompt=True, tokenize=True, return_dict=False)
+        full = tok.apply_chat_template(view + [{"role": "assistant", "content": u.text}], tokenize=True, return_dict=False)
+        with torch.no_grad():
+            logits = model(torch.tensor([full])).logits[0, :-1].double()
+        logp = logits - torch.logsumexp(logits, -1, keepdim=True)
+        target = range(len(prompt), len(full))
+        direct = -np.mean([float(logp[t - 1, full[t]]) for t in target])
+        assert value == pytest.approx(direct, abs=1e-4)
+    report = nll_by_turn(model, tok, convs[:6])
+    assert report["overall"]["n"] == sum(len(c.turns("user")) for c in convs[:6])
+    assert sum(b["n"] for b in report["by_turn"].values()) == report["overall"]["n"]
+    assert report["overall"]["low"] <= report["overall"]["value"] <= report["overall"]["high"]
+
+
+class Garbage:
+    """A simulator that is wrong in an obvious way: it always says the same non-act."""
+
+    def reset(self, goal, *, seed=None):
+        pass
+
+    def respond(self, messages):
+        return "zzz qqq", False
+
+
+def test_discriminator_separates_a_wrong_simulator_and_not_the_exact_one(synthetic):
+    prep, convs, base = synthetic
+    kw = dict(steps=40, batch=16, lr=3e-3, max_len=128, seed=0)
+    wrong = discriminator_auc_by_turn(Garbage(), str(base), convs[:60], convs[60:], **kw)
+    assert wrong["overall"]["low"] > 0.8
+    assert sum(b["n"] for b in wrong["by_turn"].values()) == wrong["overall"]["n"] == len(user_turns(convs[60:], after_agent=True))
+    exact = discriminator_auc_by_turn(HiddenGoalUser(prep.task, prep.real), str(base), convs[:60], convs[60:], **kw)
+    assert exact["overall"]["low"] < 0.5 < exact["overall"]["high"]
+
+
+def test_taskmaster4_probes_and_the_rule_users_rates():
+    from shiftbounds.llm.taskmaster import load_tm4
+
+    convs = from_taskmaster4(load_tm4(None, 150))
+    builder = Taskmaster4Probes()
+    probes = builder.build(convs, rng=np.random.default_rng(0))
+    assert len(probes.right) == len(probes.wrong) > 100
+    for r, w in zip(probes.right, probes.wrong):  # the pair differs in the order placed and shown, nothing else
+        assert len(r.messages) == len(w.messages) and r.human_reply and not w.human_reply
+        assert taskmaster4_judge(r.goal, list(r.messages)) == 1.0 and taskmaster4_judge(w.goal, list(w.messages)) == 0.0
+        assert placed_orders(list(r.messages))[0].item != placed_orders(list(w.messages))[0].item
+        assert "[order shown:" in w.messages[-1]["content"]
+    people = sycophancy_report(None, probes, builder)
+    assert people["accept_wrong"] is None and people["accept_right"]["value"] > 0.85
+    always = sycophancy_report(OrderingUser(accept_wrong=1.0, leak=0.0), probes, builder)
+    never = sycophancy_report(OrderingUser(accept_wrong=0.0, leak=0.0), probes, builder)
+    assert always["accept_wrong"]["value"] == 1.0 and always["discrimination"]["value"] == 0.0
+    assert never["accept_wrong"]["value"] == 0.0 and never["discrimination"]["value"] == 1.0
+    some = sycophancy_report(OrderingUser(accept_wrong=0.3, leak=0.0), probes, builder, seed=1)
+    assert some["accept_wrong"]["low"] < 0.3 < some["accept_wrong"]["high"]
+    assert never["goal_disclosure"]["value"] == 1.0  # the rule user states its whole order first

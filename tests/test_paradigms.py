@@ -1,0 +1,98 @@
+"""The three paradigms on TRL's GRPOTrainer with one configuration: agents saved and loaded like
+simulators, paired evaluation, and two processes under ``accelerate launch`` (gloo on the CPU)
+training the same agent as one process."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from shiftbounds.conversations import from_hidden_goal
+from shiftbounds.conversations.calibration import CalibrationConfig, calibrate
+from shiftbounds.conversations.models import METADATA, build_tiny_chat_model, load_chat_model
+from shiftbounds.conversations.paradigms import PARADIGMS, ParadigmConfig, evaluate_agent, grpo_config, train_paradigm
+from shiftbounds.conversations.simulators import HiddenGoalUser, LMUser
+from shiftbounds.conversations.tasks import hidden_goal_judge
+from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
+from shiftbounds.dialogue.tasks import prompted_simulator
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    prep = prepare_task(make_task("guess_number", 3))
+    convs = from_hidden_goal(prep.task, sample_logs(prep, 40, rng=np.random.default_rng(0)))
+    texts = [m.content for c in convs for m in c.messages] + ["You are a helpful assistant."]
+    base = build_tiny_chat_model(tmp_path_factory.mktemp("agent"), texts, vocab_size=300, d_model=32, n_layer=1)
+    return prep, convs, base
+
+
+def _weights(folder):
+    model, _ = load_chat_model(folder)
+    return {k: v.clone() for k, v in model.state_dict().items()}
+
+
+def test_every_paradigm_trains_with_one_config_and_saves_an_agent(setup, tmp_path):
+    prep, convs, base = setup
+    def judge(goal, messages):  # the task's reward plus a length term: variance within every group
+        return hidden_goal_judge(prep.task)(goal, messages) + 0.1 * len(messages[-2 if messages[-1]["role"] == "user" else -1]["content"])
+
+    sim_folder = calibrate(convs[:20], base, tmp_path / "sim", CalibrationConfig(steps=2, batch=4))
+    factories = {"interactive": lambda: HiddenGoalUser(prep.task, prompted_simulator(0.3, 0.2)),
+                 "calibrated": lambda: LMUser.from_pretrained(sim_folder, max_new_tokens=4), "static": None}
+    cfg = ParadigmConfig(steps=1, batch=4, num_generations=2, lr=1e-2, max_turns=2, max_new_tokens=5)
+    start = _weights(base)
+    for paradigm in PARADIGMS:
+        out = train_paradigm(paradigm, base, convs[:8], judge, cfg, tmp_path / paradigm, factories[paradigm])
+        meta = json.loads((out / METADATA).read_text())
+        assert meta["kind"] == "agent" and meta["paradigm"] == paradigm and len(meta["reward"]) == 1
+        assert meta["config"]["lr"] == cfg.lr
+        trained = _weights(out)
+        assert any(not torch.equal(trained[k], start[k]) for k in start), paradigm
+    # paired evaluation: the same agent meets the same draws, and a different agent the same simulator draws
+    model, tok = load_chat_model(tmp_path / "interactive")
+    kw = dict(max_turns=2, max_new_tokens=5, seed=3)
+    a = evaluate_agent(model, tok, convs[20:30], HiddenGoalUser(prep.task, prep.real), judge, **kw)
+    b = evaluate_agent(model, tok, convs[20:30], HiddenGoalUser(prep.task, prep.real), judge, **kw)
+    assert a["rewards"] == b["rewards"] and a["n"] == 10 and a["low"] <= a["mean"] <= a["high"]
+    # the trainer's config is the same for every paradigm
+    assert grpo_config(cfg, tmp_path / "x").to_dict() | {"output_dir": ""} == grpo_config(cfg, tmp_path / "y").to_dict() | {"output_dir": ""}
+
+
+def test_bad_paradigm_inputs_are_named(setup, tmp_path):
+    prep, convs, base = setup
+    with pytest.raises(ValueError, match=r"batch \(6\) must be a multiple of num_generations \(4\)"):
+        ParadigmConfig(batch=6, num_generations=4)
+    with pytest.raises(ValueError, match="num_generations >= 2"):
+        ParadigmConfig(num_generations=1)
+    with pytest.raises(ValueError, match="paradigm must be one of"):
+        train_paradigm("offline", base, convs, hidden_goal_judge(prep.task), ParadigmConfig(), tmp_path)
+    with pytest.raises(ValueError, match="the interactive paradigm needs a simulator_factory"):
+        train_paradigm("interactive", base, convs, hidden_goal_judge(prep.task), ParadigmConfig(), tmp_path)
+
+
+@pytest.mark.skipif(shutil.which("accelerate") is None, reason="the accelerate launcher is not installed")
+def test_two_processes_under_accelerate_train_the_same_agent_as_one(setup, tmp_path):
+    """Interactive RL, 2 steps: one process with 4 dialogues per step, and ``accelerate launch
+    --num_processes 2`` (gloo on the CPU) with 2 per process, give the same rewards and weights."""
+    _, _, base = setup
+    worker = str(ROOT / "tests" / "workers" / "grpo_two_processes.py")
+    subprocess.run([sys.executable, worker, str(base), str(tmp_path / "one"), "4"], check=True, capture_output=True)
+    launch = ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+              "--dynamo_backend", "no", "--main_process_port", "0"]
+    done = subprocess.run(launch + [worker, str(base), str(tmp_path / "two"), "2"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    one, two = (json.loads((tmp_path / k / METADATA).read_text()) for k in ("one", "two"))
+    np.testing.assert_allclose(two["reward"], one["reward"], rtol=1e-6)
+    w1, w2, w0 = _weights(tmp_path / "one"), _weights(tmp_path / "two"), _weights(base)
+    moved = max(float((w1[k] - w0[k]).abs().max()) for k in w0)
+    gap = max(float((w1[k] - w2[k]).abs().max()) for k in w0)
+    assert moved > 1e-3 and gap < 1e-2 * moved, (moved, gap)
