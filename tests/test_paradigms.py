@@ -45,9 +45,10 @@ def test_every_paradigm_trains_with_one_config_and_saves_an_agent(setup, tmp_pat
     def judge(goal, messages):  # the task's reward plus a length term: variance within every group
         return hidden_goal_judge(prep.task)(goal, messages) + 0.1 * len(messages[-2 if messages[-1]["role"] == "user" else -1]["content"])
 
-    sim_folder = calibrate(convs[:20], base, tmp_path / "sim", CalibrationConfig(steps=2, batch=4))
+    sim = LMUser.from_pretrained(calibrate(convs[:20], base, tmp_path / "sim", CalibrationConfig(steps=2, batch=4)),
+                                 max_new_tokens=4)
     factories = {"interactive": lambda: HiddenGoalUser(prep.task, prompted_simulator(0.3, 0.2)),
-                 "calibrated": lambda: LMUser.from_pretrained(sim_folder, max_new_tokens=4), "static": None}
+                 "calibrated": sim.clone, "static": None}
     cfg = ParadigmConfig(steps=1, batch=4, num_generations=2, lr=1e-2, max_turns=2, max_new_tokens=5)
     start = _weights(base)
     for paradigm in PARADIGMS:
@@ -60,9 +61,10 @@ def test_every_paradigm_trains_with_one_config_and_saves_an_agent(setup, tmp_pat
     # paired evaluation: the same agent meets the same draws, and a different agent the same simulator draws
     model, tok = load_chat_model(tmp_path / "interactive")
     kw = dict(max_turns=2, max_new_tokens=5, seed=3)
-    a = evaluate_agent(model, tok, convs[20:30], HiddenGoalUser(prep.task, prep.real), judge, **kw)
-    b = evaluate_agent(model, tok, convs[20:30], HiddenGoalUser(prep.task, prep.real), judge, **kw)
-    assert a["rewards"] == b["rewards"] and a["n"] == 10 and a["low"] <= a["mean"] <= a["high"]
+    real = lambda: HiddenGoalUser(prep.task, prep.real)  # noqa: E731
+    a = evaluate_agent(model, tok, convs[20:30], real, judge, **kw)
+    b = evaluate_agent(model, tok, convs[20:30], real, judge, batch=3, **kw)
+    assert a["rewards"] == b["rewards"] and a["n"] == 10 and a["low"] <= a["mean"] <= a["high"]  # batching changes nothing
     # the trainer's config is the same for every paradigm
     assert grpo_config(cfg, tmp_path / "x").to_dict() | {"output_dir": ""} == grpo_config(cfg, tmp_path / "y").to_dict() | {"output_dir": ""}
 

@@ -16,10 +16,11 @@ from shiftbounds.conversations.rollouts import (
     judge_reward_func,
     make_rollout_func,
     rollout_dialogue,
+    rollout_dialogues,
     static_context_dataset,
     static_reward_func,
 )
-from shiftbounds.conversations.simulators import HiddenGoalUser
+from shiftbounds.conversations.simulators import HiddenGoalUser, LMUser
 from shiftbounds.conversations.tasks import hidden_goal_judge
 from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
 from shiftbounds.dialogue.tasks import prompted_simulator
@@ -99,3 +100,21 @@ def test_judge_reward_reaches_the_trainer_and_moves_the_agent(setup, tmp_path):
     static = GRPOTrainer(model=str(base), reward_funcs=reward, args=args, train_dataset=ds, processing_class=tok)
     static.train()
     assert [h["reward"] for h in static.state.log_history if "reward" in h]
+
+
+def test_batched_dialogues_equal_one_at_a_time(setup):
+    """Dialogues rolled out together (agent turns and LM-user replies batched) are the dialogues
+    rolled out alone: each draws from its own seed."""
+    prep, convs, base = setup
+    model, tok = load_chat_model(base)
+    user = LMUser(model, tok, max_new_tokens=4)
+    judge = hidden_goal_judge(prep.task)
+    prompts = [agent_prompt("You are the agent.", c.id) for c in convs[:5]]
+    goals = [c.goal for c in convs[:5]]
+    kw = dict(max_turns=3, max_new_tokens=5, temperature=1.0)
+    together = rollout_dialogues(model, tok, prompts, goals, [user.clone() for _ in prompts], judge, seeds=[7, 1, 2, 3, 4], **kw)
+    alone = [rollout_dialogue(model, tok, p, g, user.clone(), judge, seed=s, **kw) for p, g, s in zip(prompts, goals, [7, 1, 2, 3, 4])]
+    for a, b in zip(together, alone):
+        assert a["completion_ids"] == b["completion_ids"] and a["env_mask"] == b["env_mask"] and a["messages"] == b["messages"]
+        np.testing.assert_allclose(a["logprobs"], b["logprobs"], atol=1e-5)
+    assert len({len(a["completion_ids"]) for a in together}) > 1  # the rows really differ in length

@@ -33,7 +33,7 @@ from shiftbounds.conversations.rollouts import (
     agent_prompt,
     judge_reward_func,
     make_rollout_func,
-    rollout_dialogue,
+    rollout_dialogues,
     static_context_dataset,
     static_reward_func,
 )
@@ -157,18 +157,21 @@ def train_paradigm(paradigm: str, agent: str | Path, convs: Sequence[Conversatio
     return Path(out_dir)
 
 
-def evaluate_agent(model, tokenizer, convs: Sequence[Conversation], simulator: UserSimulator, judge: Judge, *,
-                   max_turns: int, max_new_tokens: int, temperature: float = 1.0, system: str = SYSTEM,
-                   seed: int = 0) -> dict:
-    """The judge's mean reward over one dialogue per conversation goal against ``simulator``, with a
-    95 % interval; each dialogue's draws come from (``seed``, conversation id), so two agents meet
-    the same simulator draws. ``rewards`` lists the per-dialogue rewards in ``convs`` order (for
-    paired comparisons)."""
+def evaluate_agent(model, tokenizer, convs: Sequence[Conversation], simulator_factory: Callable[[], UserSimulator],
+                   judge: Judge, *, max_turns: int, max_new_tokens: int, temperature: float = 1.0, system: str = SYSTEM,
+                   batch: int = 32, seed: int = 0) -> dict:
+    """The judge's mean reward over one dialogue per conversation goal against fresh simulators from
+    ``simulator_factory``, with a 95 % interval. Each dialogue's draws come from (``seed``,
+    conversation id), so two agents meet the same simulator draws; ``rewards`` lists the
+    per-dialogue rewards in ``convs`` order (for paired comparisons)."""
     rewards = []
-    for c in convs:
-        out = rollout_dialogue(model, tokenizer, agent_prompt(system, c.id), c.goal, simulator, judge, max_turns=max_turns,
-                               max_new_tokens=max_new_tokens, temperature=temperature, seed=derive_seed(seed, c.id))
-        rewards.append(out["judge_reward"])
+    for j in range(0, len(convs), batch):
+        chunk = convs[j: j + batch]
+        outs = rollout_dialogues(model, tokenizer, [agent_prompt(system, c.id) for c in chunk], [c.goal for c in chunk],
+                                 [simulator_factory() for _ in chunk], judge, max_turns=max_turns,
+                                 max_new_tokens=max_new_tokens, temperature=temperature,
+                                 seeds=[derive_seed(seed, c.id) for c in chunk])
+        rewards += [o["judge_reward"] for o in outs]
     e = mean_ci(np.array(rewards))
     return {"mean": e.value, "low": e.low, "high": e.high, "n": len(rewards), "rewards": rewards}
 

@@ -24,12 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import torch
-
-from shiftbounds.conversations.simulators import UserSimulator
+from shiftbounds.conversations.simulators import UserSimulator, respond_all
 from shiftbounds.conversations.tasks import Judge
-from shiftbounds.losses import token_log_probs
-from shiftbounds.utils.seeding import derive_seed, torch_init_seed
+from shiftbounds.utils.seeding import derive_seed, torch_generator
 
 KEY_TAG = "[conversation {key}]"
 
@@ -60,44 +57,63 @@ def _user_block(tokenizer, messages: list[dict]) -> list[int]:
     return after[len(before):]
 
 
-@torch.no_grad()
-def _agent_turn(model, context: list[int], *, max_new_tokens: int, temperature: float, eos: int, seed: int):
-    """Sample one agent turn after ``context``: ``(token ids, their log-probabilities)``."""
-    ids = torch.tensor([context], device=model.device)
-    with torch_init_seed(seed, "agent_turn"):  # generate() draws from the global generator
-        out = model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_new_tokens, do_sample=True,
-                             temperature=temperature, top_k=None, top_p=None, eos_token_id=eos, pad_token_id=eos,
-                             output_scores=True, return_dict_in_generate=True)
-    new = out.sequences[0, ids.shape[1]:]
-    logps = token_log_probs(torch.stack([s[0] for s in out.scores]), new).tolist()
-    return new.tolist(), logps
+def rollout_dialogues(model, tokenizer, prompts: Sequence[list[dict]], goals: Sequence[Any],
+                      simulators: Sequence[UserSimulator], judge: Judge, *, max_turns: int, max_new_tokens: int,
+                      temperature: float, seeds: Sequence[int]) -> list[dict]:
+    """One dialogue per prompt, all at once: each agent turn is one batched, cached sampling call over
+    the dialogues still open, and LM simulators sharing a model answer in one batch
+    (:func:`~shiftbounds.conversations.simulators.respond_all`). Dialogue ``i`` draws from
+    ``seeds[i]`` only (its own generators), so it is the same whatever else is in the batch."""
+    from shiftbounds.llm.sampling import sample_batch
+
+    n = len(prompts)
+    if not len(goals) == len(simulators) == len(seeds) == n:
+        raise ValueError(f"need as many goals, simulators and seeds as prompts ({n}); got {len(goals)}, {len(simulators)}, {len(seeds)}")
+    eos = tokenizer.eos_token_id
+    prompt_ids = [_render(tokenizer, p, True) for p in prompts]
+    for sim, goal, seed in zip(simulators, goals, seeds):
+        sim.reset(goal, seed=derive_seed(seed, "user"))
+    gens = [torch_generator(seed, "agent") for seed in seeds]
+    completion, mask, logps, messages = ([[] for _ in range(n)] for _ in range(4))
+    was_training = model.training
+    model.eval()
+    open_ = list(range(n))
+    for turn in range(max_turns):
+        rows, lps = sample_batch(model, [prompt_ids[i] + completion[i] for i in open_], max_new_tokens, stop_ids=[eos],
+                                 pad_id=tokenizer.pad_token_id, temperature=temperature, generator=[gens[i] for i in open_],
+                                 return_log_probs=True)
+        for i, toks, lp in zip(open_, rows, lps):
+            completion[i] += toks
+            mask[i] += [1] * len(toks)
+            logps[i] += lp
+            messages[i].append({"role": "assistant", "content": tokenizer.decode(toks, skip_special_tokens=True).strip()})
+        replies = respond_all([simulators[i] for i in open_], [messages[i] for i in open_])
+        still = []
+        for i, (reply, done) in zip(open_, replies):
+            messages[i].append({"role": "user", "content": reply})
+            if done or turn + 1 == max_turns:
+                continue
+            # the agent's turn as sampled, closed by the end token if it ran out of tokens, then the user's
+            # turn as the template renders it (neither is trained: env_mask 0)
+            user = ([eos] if completion[i][-1:] != [eos] else []) + _user_block(tokenizer, list(prompts[i]) + messages[i])
+            completion[i] += user
+            mask[i] += [0] * len(user)
+            logps[i] += [0.0] * len(user)
+            still.append(i)
+        open_ = still
+        if not open_:
+            break
+    model.train(was_training)
+    return [{"prompt_ids": prompt_ids[i], "completion_ids": completion[i], "env_mask": mask[i], "logprobs": logps[i],
+             "judge_reward": float(judge(goals[i], messages[i])), "messages": messages[i]} for i in range(n)]
 
 
 def rollout_dialogue(model, tokenizer, prompt: list[dict], goal: Any, simulator: UserSimulator, judge: Judge, *,
                      max_turns: int, max_new_tokens: int, temperature: float, seed: int) -> dict:
-    """One dialogue from ``prompt`` (see the module docstring for the fields returned)."""
-    prompt_ids = _render(tokenizer, prompt, True)
-    simulator.reset(goal, seed=derive_seed(seed, "user"))
-    completion, mask, logps, messages = [], [], [], []
-    for turn in range(max_turns):
-        toks, lps = _agent_turn(model, prompt_ids + completion, max_new_tokens=max_new_tokens, temperature=temperature,
-                                eos=tokenizer.eos_token_id, seed=derive_seed(seed, "agent", turn))
-        completion += toks
-        mask += [1] * len(toks)
-        logps += lps
-        messages.append({"role": "assistant", "content": tokenizer.decode(toks, skip_special_tokens=True).strip()})
-        reply, done = simulator.respond(messages)
-        messages.append({"role": "user", "content": reply})
-        if done or turn + 1 == max_turns:
-            break
-        # the agent's turn as sampled, closed by the end token if it ran out of tokens, then the user's
-        # turn as the template renders it (neither is trained: env_mask 0)
-        user = ([tokenizer.eos_token_id] if toks[-1:] != [tokenizer.eos_token_id] else []) + _user_block(tokenizer, prompt + messages)
-        completion += user
-        mask += [0] * len(user)
-        logps += [0.0] * len(user)
-    return {"prompt_ids": prompt_ids, "completion_ids": completion, "env_mask": mask, "logprobs": logps,
-            "judge_reward": float(judge(goal, messages)), "messages": messages}
+    """One dialogue from ``prompt`` (:func:`rollout_dialogues` with one prompt; the module docstring
+    lists the fields returned)."""
+    return rollout_dialogues(model, tokenizer, [prompt], [goal], [simulator], judge, max_turns=max_turns,
+                             max_new_tokens=max_new_tokens, temperature=temperature, seeds=[seed])[0]
 
 
 def make_rollout_func(goals: Mapping[str, Any], simulator_factory: Callable[[], UserSimulator], judge: Judge, *,
@@ -109,21 +125,17 @@ def make_rollout_func(goals: Mapping[str, Any], simulator_factory: Callable[[], 
     calls = {"n": 0}
 
     def rollout_func(prompts: Sequence[list[dict]], trainer) -> dict:
-        model, tok = trainer.model, trainer.processing_class
         step = calls["n"]
         calls["n"] += 1
-        was_training = model.training
-        model.eval()
         offset = trainer.accelerator.process_index * len(prompts)  # the dialogue's place in the global batch
-        outs = []
-        for i, p in enumerate(prompts):
-            key = _key(p)
-            if key not in goals:
-                raise KeyError(f"conversation {key!r} has no goal in the rollout's goal table")
-            outs.append(rollout_dialogue(model, tok, p, goals[key], simulator_factory(), judge, max_turns=max_turns,
-                                         max_new_tokens=max_new_tokens, temperature=temperature,
-                                         seed=derive_seed(seed, step, offset + i)))
-        model.train(was_training)
+        keys = [_key(p) for p in prompts]
+        missing = [k for k in keys if k not in goals]
+        if missing:
+            raise KeyError(f"conversation(s) {missing} have no goal in the rollout's goal table")
+        outs = rollout_dialogues(trainer.model, trainer.processing_class, prompts, [goals[k] for k in keys],
+                                 [simulator_factory() for _ in prompts], judge, max_turns=max_turns,
+                                 max_new_tokens=max_new_tokens, temperature=temperature,
+                                 seeds=[derive_seed(seed, step, offset + i) for i in range(len(prompts))])
         return {k: [o[k] for o in outs] for k in ("prompt_ids", "completion_ids", "env_mask", "logprobs", "judge_reward")}
 
     return rollout_func

@@ -19,14 +19,15 @@ the start of a dialogue, then ``respond(messages) -> (reply, done)`` after every
 
 from __future__ import annotations
 
+import copy
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-import torch
 
-from shiftbounds.utils.seeding import numpy_rng, torch_init_seed
+from shiftbounds.utils.seeding import numpy_rng, torch_generator
 
 PERSONA = ("You are a user talking to an assistant. Your goal: {goal}. Reply briefly, as the user would, "
            "and never reveal that you are a simulation.")
@@ -101,17 +102,45 @@ class LMUser:
         return list(self.tokenizer.apply_chat_template(simulator_view(messages, self.goal, self.persona),
                                                        add_generation_prompt=True, tokenize=True, return_dict=False))
 
-    @torch.no_grad()
+    def clone(self) -> LMUser:
+        """A fresh simulator sharing this one's model, tokenizer and settings (a simulator factory
+        for rollouts: ``lambda: sim.clone()`` loads the weights once)."""
+        twin = copy.copy(self)
+        twin.goal, twin._seed, twin._calls = None, 0, 0
+        return twin
+
     def respond(self, messages: list[dict]) -> tuple[str, bool]:
-        ids = torch.tensor([self.prompt_ids(messages)], device=self.model.device)
-        sample = self.temperature > 0
-        with torch_init_seed(self._seed, "reply", self._calls):  # the reply's draws come from (seed, call), not the global state
-            out = self.model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=self.max_new_tokens,
-                                      do_sample=sample, temperature=self.temperature if sample else None, top_k=None, top_p=None,
-                                      eos_token_id=self.tokenizer.eos_token_id, pad_token_id=self.tokenizer.pad_token_id)
-        self._calls += 1
-        reply = self.tokenizer.decode(out[0, ids.shape[1]:], skip_special_tokens=True).strip()
-        return reply, self.done_marker in reply
+        return respond_all([self], [messages])[0]
+
+    def _batch_key(self) -> tuple:
+        return (id(self.model), self.max_new_tokens, self.temperature)
+
+
+def respond_all(simulators: Sequence[UserSimulator], histories: Sequence[list[dict]]) -> list[tuple[str, bool]]:
+    """Every simulator's ``respond`` to its own history, with :class:`LMUser` replies that share a
+    model sampled in one batch. Each reply's draws come from its simulator's (seed, call index), so
+    a reply does not depend on the rest of the batch."""
+    from shiftbounds.llm.sampling import sample_batch
+
+    out: list[tuple[str, bool] | None] = [None] * len(simulators)
+    groups: dict[tuple, list[int]] = {}
+    for i, sim in enumerate(simulators):
+        if isinstance(sim, LMUser):
+            groups.setdefault(sim._batch_key(), []).append(i)
+        else:
+            out[i] = sim.respond(histories[i])
+    for idx in groups.values():
+        users = [simulators[i] for i in idx]
+        u0 = users[0]
+        tok = u0.tokenizer
+        rows = sample_batch(u0.model, [u.prompt_ids(histories[i]) for u, i in zip(users, idx)], u0.max_new_tokens,
+                            stop_ids=[tok.eos_token_id], pad_id=tok.pad_token_id, temperature=u0.temperature,
+                            generator=[torch_generator(u._seed, "reply", u._calls) for u in users])
+        for u, i, row in zip(users, idx, rows):
+            u._calls += 1
+            reply = tok.decode(row, skip_special_tokens=True).strip()
+            out[i] = (reply, u.done_marker in reply)
+    return out
 
 
 class HiddenGoalUser:

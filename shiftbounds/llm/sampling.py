@@ -39,7 +39,8 @@ def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device) -> tuple[tor
 @torch.no_grad()
 def sample_batch(model, prompts: Sequence[Sequence[int]], max_new: int, *, stop_ids: Sequence[int], pad_id: int,
                  temperature: float = 1.0, log_probs: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                 generator: torch.Generator | None = None, max_context: int | None = None) -> list[list[int]]:
+                 generator: torch.Generator | Sequence[torch.Generator] | None = None, max_context: int | None = None,
+                 return_log_probs: bool = False) -> list[list[int]] | tuple[list[list[int]], list[list[float]]]:
     """New tokens after each prompt, each list ending at (and including) its first stop token.
 
     Args:
@@ -48,7 +49,10 @@ def sample_batch(model, prompts: Sequence[Sequence[int]], max_new: int, *, stop_
         temperature: 0 is greedy; otherwise sample from ``softmax(logits / temperature)``.
         log_probs: if given, sample from ``exp(log_probs(logits))`` instead (a noisy teacher's
             law, say); ``temperature`` must then be 1.
-        generator: the CPU generator the samples are drawn from.
+        generator: the CPU generator the samples are drawn from, or one per row (then each row's
+            draws do not depend on the other rows of the batch).
+        return_log_probs: also return each sampled token's log-probability under the law it was
+            drawn from (``temperature``-scaled, or ``log_probs``).
 
     The model runs in eval mode (its mode is restored after): sampling is deterministic given the
     generator, and with gradient checkpointing on, ``transformers`` would drop the key-value cache
@@ -61,7 +65,8 @@ def sample_batch(model, prompts: Sequence[Sequence[int]], max_new: int, *, stop_
     was_training = model.training
     model.eval()  # no dropout, and transformers keeps the cache only outside training mode
     try:
-        return _sample(model, prompts, max_new, stop_ids, pad_id, temperature, log_probs, generator, max_context)
+        rows, lps = _sample(model, prompts, max_new, stop_ids, pad_id, temperature, log_probs, generator, max_context)
+        return (rows, lps) if return_log_probs else rows
     finally:
         model.train(was_training)
 
@@ -70,30 +75,39 @@ def _sample(model, prompts, max_new, stop_ids, pad_id, temperature, log_probs, g
     device = next(model.parameters()).device
     if max_context is not None:
         prompts = [list(p)[-max_context:] for p in prompts]
+    per_row = generator is not None and not isinstance(generator, torch.Generator)
+    if per_row and len(generator) != len(prompts):
+        raise ValueError(f"one generator per row: {len(generator)} generators for {len(prompts)} prompts")
     ids, att, pos = left_pad(prompts, pad_id, device)
     stops = torch.tensor(sorted(set(stop_ids)), device=device)
     logits, cache = forward_with_cache(model, ids, attention_mask=att, position_ids=pos, last_only=True)
     out = torch.empty((len(prompts), 0), dtype=torch.long, device=device)
+    out_lp = torch.empty((len(prompts), 0), device=device)
     done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
     last_pos = pos[:, -1:]
     for _ in range(max_new):
         lg = logits[:, -1].float()
+        lp = log_probs(lg) if log_probs is not None else losses.log_probs(lg / max(temperature, 1e-8))
         if temperature == 0:
             tok = lg.argmax(-1)
+        elif per_row:
+            probs = lp.exp().cpu()
+            tok = torch.cat([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(generator)]).to(device)
         else:
-            lp = log_probs(lg) if log_probs is not None else losses.log_probs(lg / temperature)
             tok = torch.multinomial(lp.exp().cpu(), 1, generator=generator)[:, 0].to(device)
         tok = torch.where(done, torch.full_like(tok, pad_id), tok)
         out = torch.cat([out, tok[:, None]], 1)
+        out_lp = torch.cat([out_lp, lp.gather(-1, tok[:, None])], 1)
         done = done | torch.isin(tok, stops)
         if bool(done.all()):
             break
         att = torch.cat([att, torch.ones_like(att[:, :1])], 1)
         last_pos = last_pos + 1
         logits, cache = forward_with_cache(model, tok[:, None], cache, attention_mask=att, position_ids=last_pos)
-    rows = []
+    rows, lps = [], []
     stop_set = set(int(s) for s in stops)
-    for row in out.tolist():
+    for row, row_lp in zip(out.tolist(), out_lp.tolist()):
         cut = next((j + 1 for j, t in enumerate(row) if t in stop_set), len(row))
         rows.append(row[:cut])
-    return rows
+        lps.append(row_lp[:cut])
+    return rows, lps
