@@ -8,6 +8,13 @@
 * dialogue rollouts: :func:`shiftbounds.llm.dialogue.roll_out_batch` over ``--batch`` goals at once
   (agent and LM user, one cached sampling call per turn) against the same rollouts one dialogue at
   a time, in agent + user tokens per second;
+* multi-turn GRPO step: one step of TRL's ``GRPOTrainer`` with the package's multi-turn
+  ``rollout_func`` (:mod:`shiftbounds.conversations.paradigms`: batched agent turns, an LM user on
+  the same model, ``env_mask``) against the hand-written step it replaces
+  (:func:`shiftbounds.llm.dialogue.roll_out_batch` + :func:`~shiftbounds.llm.dialogue.dialogue_pg_loss`
+  + AdamW), both ``--batch`` dialogues of 3 agent turns of at most ``--new`` tokens on a model of
+  the same size, in dialogue tokens (agent + user) per second over ``2 x --repeats`` steps after a
+  warm-up step;
 * training: one masked-span step (:func:`shiftbounds.llm.training.span_nll` + AdamW) against a plain
   ``model(input_ids, labels=...)`` step, in tokens per second; on a GPU also model FLOPs
   utilisation against ``--peak-tflops`` (6 x parameters x tokens per step).
@@ -18,6 +25,7 @@ paths; on a lent GPU, pass a local 0.5-1.5B model folder.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import asdict, dataclass, field
 
 import torch
@@ -50,6 +58,68 @@ class LLMBenchConfig:
 
 
 PRESETS = {"default": {}, "smoke": {"batch": 2, "new": 4, "repeats": 1}}
+
+
+def _grpo_step(a: LLMBenchConfig, agent, atok, goals) -> tuple[float, float]:
+    """Tokens per second of one multi-turn GRPO step through TRL and through the hand-written path."""
+    import tempfile
+    import time
+
+    from transformers import TrainerCallback
+
+    from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
+    from shiftbounds.conversations.paradigms import ParadigmConfig, paradigm_trainer
+    from shiftbounds.conversations.records import Conversation, Message
+    from shiftbounds.conversations.simulators import LMUser
+    from shiftbounds.llm.dialogue import dialogue_pg_loss
+
+    convs = [Conversation(f"c{i}", f"goal {i}", (Message("user", "a latte please"),)) for i in range(a.batch)]
+    steps = 2 * a.repeats + 1  # the first step of each path warms up
+    with tempfile.TemporaryDirectory() as tmp:
+        with torch_init_seed(a.seed, "grpo_model"):
+            folder = build_tiny_chat_model(tmp + "/m", ["a latte please", "hot or iced?"] * 50, vocab_size=512, d_model=128,
+                                           n_layer=4, n_head=4, max_len=1024)
+        model, tok = load_chat_model(folder)
+        # prompts as short as the hand-written path's (there the user reads history + goal, the agent the history)
+        user = LMUser(model, tok, persona="{goal}", max_new_tokens=a.new)
+        cfg = ParadigmConfig(steps=steps, batch=a.batch, num_generations=2, lr=1e-5, max_turns=3, max_new_tokens=a.new,
+                             system="", seed=a.seed)
+        trainer = paradigm_trainer("interactive", folder, convs, lambda g, m: 0.0, cfg, tmp + "/out", user.clone)
+        user.model = trainer.model  # the user speaks with the trained model, as in the hand-written path
+        inner, tokens, times = trainer.rollout_func, [], []
+
+        def counted(prompts, tr):
+            out = inner(prompts, tr)
+            tokens.append(sum(len(c) for c in out["completion_ids"]))
+            return out
+
+        class Clock(TrainerCallback):
+            def on_step_begin(self, *args, **kw):
+                self.t0 = time.perf_counter()
+
+            def on_step_end(self, *args, **kw):
+                times.append(time.perf_counter() - self.t0)
+
+        trainer.rollout_func = counted
+        trainer.add_callback(Clock())
+        trainer.train()
+    grpo = sum(tokens[1:]) / sum(times[1:])  # the first step warms up
+    ref = copy.deepcopy(agent).eval()
+    opt = torch.optim.AdamW(agent.parameters(), lr=1e-5)
+    counts, seconds = [], []
+    for step in range(steps):
+        t0 = time.perf_counter()
+        dialogues = roll_out_batch(agent, atok, goals, agent, turns=3, max_new=a.new, temperature=1.0,
+                                   generator=torch_generator(a.seed, "grpo", step), rng=numpy_rng(a.seed, "grpo", step))
+        agent.train()
+        loss = dialogue_pg_loss(agent, ref, dialogues, torch.rand(len(dialogues)), 2, 0.0, atok.pad_token_id)
+        opt.zero_grad()
+        loss.total.backward()
+        opt.step()
+        agent.eval()
+        seconds.append(time.perf_counter() - t0)
+        counts.append(sum(len(d.ids) - 1 for d in dialogues))
+    return grpo, sum(counts[1:]) / sum(seconds[1:])
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -108,6 +178,7 @@ def main(argv: list[str] | None = None) -> dict:
         opt.step()
 
     t_train, t_plain = best(ours_step, a.repeats), best(plain_step, a.repeats)
+    grpo_tok_s, hand_tok_s = _grpo_step(a, agent, atok, goals)
     n_tok = int(batch.attention_mask.sum())
     n_params = sum(p.numel() for p in model.parameters())
     rows = [
@@ -115,6 +186,8 @@ def main(argv: list[str] | None = None) -> dict:
          "reference": "transformers generate (batched)", "reference_tok_s": n_gen / t_hf, "ratio": (n_ours / t_ours) / (n_gen / t_hf)},
         {"stage": "rollouts", "ours": "batched dialogues", "ours_tok_s": n_roll / t_roll,
          "reference": "one dialogue at a time", "reference_tok_s": n_seq / t_seq, "ratio": (n_roll / t_roll) / (n_seq / t_seq)},
+        {"stage": "multi-turn GRPO step", "ours": "TRL GRPOTrainer + rollout_func", "ours_tok_s": grpo_tok_s,
+         "reference": "hand-written rollouts + policy gradient", "reference_tok_s": hand_tok_s, "ratio": grpo_tok_s / hand_tok_s},
         {"stage": "training", "ours": "masked-span step", "ours_tok_s": n_tok / t_train,
          "reference": "plain labels step", "reference_tok_s": n_tok / t_plain, "ratio": t_plain / t_train},
     ]

@@ -76,8 +76,10 @@ def _sample(model, prompts, max_new, stop_ids, pad_id, temperature, log_probs, g
     if max_context is not None:
         prompts = [list(p)[-max_context:] for p in prompts]
     per_row = generator is not None and not isinstance(generator, torch.Generator)
-    if per_row and len(generator) != len(prompts):
-        raise ValueError(f"one generator per row: {len(generator)} generators for {len(prompts)} prompts")
+    if per_row:
+        if len(generator) != len(prompts):
+            raise ValueError(f"one generator per row: {len(generator)} generators for {len(prompts)} prompts")
+        uniforms = torch.stack([torch.rand(max_new, generator=g, dtype=torch.float64) for g in generator])
     ids, att, pos = left_pad(prompts, pad_id, device)
     stops = torch.tensor(sorted(set(stop_ids)), device=device)
     logits, cache = forward_with_cache(model, ids, attention_mask=att, position_ids=pos, last_only=True)
@@ -85,14 +87,15 @@ def _sample(model, prompts, max_new, stop_ids, pad_id, temperature, log_probs, g
     out_lp = torch.empty((len(prompts), 0), device=device)
     done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
     last_pos = pos[:, -1:]
-    for _ in range(max_new):
+    for step in range(max_new):
         lg = logits[:, -1].float()
         lp = log_probs(lg) if log_probs is not None else losses.log_probs(lg / max(temperature, 1e-8))
         if temperature == 0:
             tok = lg.argmax(-1)
-        elif per_row:
-            probs = lp.exp().cpu()
-            tok = torch.cat([torch.multinomial(probs[i], 1, generator=g) for i, g in enumerate(generator)]).to(device)
+        elif per_row:  # inverse-CDF draws from each row's own uniforms
+            cdf = lp.double().exp().cumsum(-1)
+            u = uniforms[:, step: step + 1].to(device) * cdf[:, -1:]
+            tok = torch.searchsorted(cdf, u)[:, 0].clamp_max(cdf.shape[-1] - 1)
         else:
             tok = torch.multinomial(lp.exp().cpu(), 1, generator=generator)[:, 0].to(device)
         tok = torch.where(done, torch.full_like(tok, pad_id), tok)
