@@ -75,7 +75,7 @@ def test_calibration_trains_on_user_turns_only(synthetic, tmp_path):
     model, tok = load_chat_model(base)
     examples = user_turn_examples(convs[:4])
     assert len(examples) == sum(len(c.turns("user")) for c in convs[:4])
-    trainer = sft_trainer(convs[:4], model, tok, CalibrationConfig(steps=1, batch=4), tmp_path)
+    trainer = sft_trainer(examples, model, tok, CalibrationConfig(steps=1, batch=4), tmp_path)
     batch = next(iter(trainer.get_train_dataloader()))
     targets = set()
     for ex in examples:

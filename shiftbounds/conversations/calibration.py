@@ -1,4 +1,4 @@
-"""Calibrating a user simulator to logged conversations with TRL's ``SFTTrainer``.
+"""The SFT stages on TRL's ``SFTTrainer``: calibrating a user simulator, the SFT agent, pretraining.
 
 Every user turn of the logs becomes one prompt-completion example in the simulator's view
 (:func:`~shiftbounds.conversations.simulators.simulator_view`): the prompt is the persona with
@@ -6,7 +6,9 @@ the goal and the dialogue before that turn with roles flipped, the completion th
 TRL's completion-only loss then trains on the user's tokens only (never the agent's, never the
 prompt). The result is saved with ``save_pretrained`` (model and tokenizer) plus
 ``shiftbounds.json`` (kind, persona, base model, data and training settings), and loads back as a
-simulator with :meth:`~shiftbounds.conversations.simulators.LMUser.from_pretrained`.
+simulator with :meth:`~shiftbounds.conversations.simulators.LMUser.from_pretrained`. The SFT agent
+(:func:`sft_agent`: agent turns, loss on the agent's tokens) and a base model made for a corpus
+(:func:`pretrain`: whole conversations, every token) go through the same trainer.
 """
 
 from __future__ import annotations
@@ -22,19 +24,29 @@ from shiftbounds.conversations.simulators import PERSONA, simulator_view
 
 
 @dataclass(frozen=True)
-class CalibrationConfig:
-    """SFT of a user simulator: ``steps`` optimiser steps of ``batch`` user turns at ``lr``."""
+class TrainingConfig:
+    """An SFT stage: ``steps`` optimiser steps of ``batch`` examples at ``lr``, sequences cut to
+    ``max_length`` tokens, data order and initialisation from ``seed``."""
 
     steps: int = 200
     batch: int = 8
     lr: float = 5e-4
     max_length: int = 512
-    persona: str = PERSONA
     seed: int = 0
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch < 1 or self.lr <= 0 or self.max_length < 8:
-            raise ValueError(f"calibration needs steps >= 1, batch >= 1, lr > 0, max_length >= 8; got {self}")
+            raise ValueError(f"SFT needs steps >= 1, batch >= 1, lr > 0, max_length >= 8; got {self}")
+
+
+@dataclass(frozen=True)
+class CalibrationConfig(TrainingConfig):
+    """SFT of a user simulator: :class:`TrainingConfig` and the ``persona`` prompt it is trained under."""
+
+    persona: str = PERSONA
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
         if "{goal}" not in self.persona:
             raise ValueError(f"persona must contain '{{goal}}'; got {self.persona!r}")
 
@@ -53,8 +65,36 @@ def user_turn_examples(convs: Sequence[Conversation], persona: str = PERSONA) ->
     return out
 
 
-def sft_trainer(convs: Sequence[Conversation], model, tokenizer, cfg: CalibrationConfig, output_dir: str | Path):
-    """The configured ``trl.SFTTrainer`` (not yet trained) on the user turns of ``convs``."""
+def agent_turn_examples(convs: Sequence[Conversation], system: str) -> list[dict[str, Any]]:
+    """One prompt-completion example per agent turn of ``convs``: the agent's tagged system prompt
+    (:func:`~shiftbounds.conversations.rollouts.agent_prompt`) and the history before the turn, then
+    the turn; tool messages must first be folded into the agent's turns
+    (:func:`~shiftbounds.conversations.records.fold_tool_calls`)."""
+    from shiftbounds.conversations.rollouts import agent_prompt
+
+    out = []
+    for c in convs:
+        msgs = [m.as_dict() for m in c.messages]
+        if any(m["role"] == "tool" for m in msgs):
+            raise ValueError(f"conversation {c.id!r} has tool messages; fold them into the agent's turns first (fold_tool_calls)")
+        for j in c.turns("assistant"):
+            out.append({"prompt": agent_prompt(system, c.id) + msgs[:j], "completion": [msgs[j]]})
+    if not out:
+        raise ValueError("the conversations hold no agent turn to train on")
+    return out
+
+
+def dialogue_examples(convs: Sequence[Conversation]) -> list[dict[str, Any]]:
+    """Whole conversations (every role, every token trained) for pretraining a base model."""
+    out = [{"messages": [m.as_dict() for m in c.messages]} for c in convs]
+    if any(m["role"] == "tool" for ex in out for m in ex["messages"]):
+        raise ValueError("fold tool messages into the agent's turns before pretraining (fold_tool_calls)")
+    return out
+
+
+def sft_trainer(examples: list[dict[str, Any]], model, tokenizer, cfg: TrainingConfig, output_dir: str | Path):
+    """The configured ``trl.SFTTrainer`` (not yet trained): prompt-completion examples are trained on
+    their completions only, ``messages`` examples on every token."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
@@ -62,12 +102,13 @@ def sft_trainer(convs: Sequence[Conversation], model, tokenizer, cfg: Calibratio
                      learning_rate=cfg.lr, max_length=cfg.max_length, completion_only_loss=True, seed=cfg.seed,
                      data_seed=cfg.seed, save_strategy="no", report_to=[], logging_steps=max(cfg.steps // 10, 1),
                      disable_tqdm=True, bf16=False, fp16=False, dataloader_num_workers=0)
-    return SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(user_turn_examples(convs, cfg.persona)),
-                      processing_class=tokenizer)
+    return SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=tokenizer)
 
 
-def calibrate(convs: Sequence[Conversation], base: str | Path, out_dir: str | Path, cfg: CalibrationConfig = CalibrationConfig()) -> Path:
-    """SFT the model ``base`` (a Hub id or folder) into a calibrated simulator saved at ``out_dir``."""
+def train_sft(examples: list[dict[str, Any]], base: str | Path, out_dir: str | Path, cfg: TrainingConfig,
+              metadata: dict[str, Any]) -> Path:
+    """SFT the model ``base`` (a Hub id or folder) on ``examples`` and save it at ``out_dir`` with
+    ``metadata`` (plus the training loss, settings and TRL version)."""
     import trl
 
     from shiftbounds.conversations.models import load_chat_model, save_chat_model
@@ -75,12 +116,32 @@ def calibrate(convs: Sequence[Conversation], base: str | Path, out_dir: str | Pa
     model, tok = load_chat_model(base)
     model.train()
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = sft_trainer(convs, model, tok, cfg, tmp)
+        trainer = sft_trainer(examples, model, tok, cfg, tmp)
         result = trainer.train()
-    meta = {"kind": "calibrated", "persona": cfg.persona, "base": str(base), "n_conversations": len(convs),
-            "n_user_turns": len(trainer.train_dataset), "training_loss": float(result.training_loss),
+    meta = {**metadata, "base": str(base), "n_examples": len(examples), "training_loss": float(result.training_loss),
             "config": asdict(cfg), "trl": trl.__version__}
     if trainer.accelerator.is_main_process:
         save_chat_model(model, tok, out_dir, meta)
     trainer.accelerator.wait_for_everyone()
     return Path(out_dir)
+
+
+def calibrate(convs: Sequence[Conversation], base: str | Path, out_dir: str | Path, cfg: CalibrationConfig = CalibrationConfig()) -> Path:
+    """SFT the model ``base`` (a Hub id or folder) into a calibrated simulator saved at ``out_dir``."""
+    examples = user_turn_examples(convs, cfg.persona)
+    return train_sft(examples, base, out_dir, cfg, {"kind": "calibrated", "persona": cfg.persona,
+                                                    "n_conversations": len(convs), "n_user_turns": len(examples)})
+
+
+def sft_agent(convs: Sequence[Conversation], base: str | Path, out_dir: str | Path, cfg: TrainingConfig, system: str) -> Path:
+    """SFT the model ``base`` on the agent turns of ``convs`` (the shared starting point of the
+    paradigms), saved at ``out_dir`` as an agent folder."""
+    examples = agent_turn_examples(convs, system)
+    return train_sft(examples, base, out_dir, cfg, {"kind": "agent", "paradigm": "sft", "system": system,
+                                                    "n_conversations": len(convs)})
+
+
+def pretrain(convs: Sequence[Conversation], base: str | Path, out_dir: str | Path, cfg: TrainingConfig) -> Path:
+    """Language-model ``base`` on whole conversations (both roles), saved at ``out_dir``: a base model
+    made for the corpus, from which simulators and agents start."""
+    return train_sft(dialogue_examples(convs), base, out_dir, cfg, {"kind": "base", "n_conversations": len(convs)})

@@ -17,12 +17,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import torch
 
 from shiftbounds.conversations.records import Conversation
-from shiftbounds.conversations.simulators import PERSONA, UserSimulator, simulator_view
+from shiftbounds.conversations.simulators import PERSONA, UserSimulator, respond_all, simulator_view
 from shiftbounds.conversations.tasks import Probe, ProbeBuilder, ProbeSet
 from shiftbounds.losses import token_log_probs
 from shiftbounds.utils.seeding import derive_seed, numpy_rng
@@ -121,14 +122,29 @@ def _estimate(e) -> dict:
     return {"value": float(e.value), "low": float(e.low), "high": float(e.high)}
 
 
+def replies(simulator: UserSimulator, cases: Sequence[tuple[Any, list[dict], int]], *, batch: int = 64) -> list[str]:
+    """The simulator's reply to each ``(goal, history, seed)``, reset to that goal and seed. A
+    simulator with ``clone()`` answers in batches (LM simulators sharing one model sample together,
+    :func:`~shiftbounds.conversations.simulators.respond_all`); each reply depends on its own seed only."""
+    out = []
+    if not hasattr(simulator, "clone"):
+        for goal, history, seed in cases:
+            simulator.reset(goal, seed=seed)
+            out.append(simulator.respond(history)[0])
+        return out
+    for j in range(0, len(cases), batch):
+        chunk = cases[j: j + batch]
+        sims = [simulator.clone() for _ in chunk]
+        for sim, (goal, _, seed) in zip(sims, chunk):
+            sim.reset(goal, seed=seed)
+        out += [r for r, _ in respond_all(sims, [h for _, h, _ in chunk])]
+    return out
+
+
 def simulated_replies(simulator: UserSimulator, turns: Sequence[UserTurn], *, seed: int = 0) -> list[str]:
     """The simulator's reply at each turn's history (the same goal; draws from ``seed`` and the
     turn's place, so every simulator answers from the same random numbers)."""
-    out = []
-    for u in turns:
-        simulator.reset(u.conversation.goal, seed=derive_seed(seed, u.conversation.id, u.index))
-        out.append(simulator.respond(u.history)[0])
-    return out
+    return replies(simulator, [(u.conversation.goal, u.history, derive_seed(seed, u.conversation.id, u.index)) for u in turns])
 
 
 def dialogue_text(messages: Sequence[dict]) -> str:
@@ -195,11 +211,7 @@ def sycophancy_report(simulator: UserSimulator | None, probes: ProbeSet, builder
     def answers(ps: Sequence[Probe], tag: str) -> list[str]:
         if simulator is None:
             return [p.human_reply for p in ps]
-        out = []
-        for i, p in enumerate(ps):
-            simulator.reset(p.goal, seed=derive_seed(seed, tag, i))
-            out.append(simulator.respond(list(p.messages))[0])
-        return out
+        return replies(simulator, [(p.goal, list(p.messages), derive_seed(seed, tag, i)) for i, p in enumerate(ps)])
 
     def share(flags: list[bool]) -> dict | None:
         return _estimate(proportion_ci(int(sum(flags)), len(flags))) | {"n": len(flags)} if flags else None

@@ -59,6 +59,7 @@ class ParadigmConfig:
         max_new_tokens: tokens per agent turn (every paradigm).
         temperature: sampling temperature of the agent.
         system: the agent's system prompt (it never contains the goal).
+        user_first: the simulator opens every dialogue (interactive paradigms).
         seed: the trainer's seed and the rollouts' root seed.
     """
 
@@ -71,6 +72,7 @@ class ParadigmConfig:
     max_new_tokens: int = 64
     temperature: float = 1.0
     system: str = SYSTEM
+    user_first: bool = False
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -128,7 +130,7 @@ def paradigm_trainer(paradigm: str, agent: str | Path, convs: Sequence[Conversat
         raise ValueError(f"the {paradigm} paradigm needs a simulator_factory")
     goals = {c.id: c.goal for c in convs}
     rollout = make_rollout_func(goals, simulator_factory, judge, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens,
-                                temperature=cfg.temperature, seed=cfg.seed)
+                                temperature=cfg.temperature, seed=cfg.seed, user_first=cfg.user_first)
     ds = Dataset.from_list([{"prompt": agent_prompt(cfg.system, c.id)} for c in convs])
     return GRPOTrainer(model=str(agent), reward_funcs=judge_reward_func, args=args, train_dataset=ds,
                        processing_class=tok, rollout_func=rollout)
@@ -159,18 +161,19 @@ def train_paradigm(paradigm: str, agent: str | Path, convs: Sequence[Conversatio
 
 def evaluate_agent(model, tokenizer, convs: Sequence[Conversation], simulator_factory: Callable[[], UserSimulator],
                    judge: Judge, *, max_turns: int, max_new_tokens: int, temperature: float = 1.0, system: str = SYSTEM,
-                   batch: int = 32, seed: int = 0) -> dict:
+                   user_first: bool = False, batch: int = 32, seed: int = 0) -> dict:
     """The judge's mean reward over one dialogue per conversation goal against fresh simulators from
     ``simulator_factory``, with a 95 % interval. Each dialogue's draws come from (``seed``,
     conversation id), so two agents meet the same simulator draws; ``rewards`` lists the
-    per-dialogue rewards in ``convs`` order (for paired comparisons)."""
+    per-dialogue rewards in ``convs`` order (for paired comparisons); ``temperature`` 0 decodes the
+    agent greedily."""
     rewards = []
     for j in range(0, len(convs), batch):
         chunk = convs[j: j + batch]
         outs = rollout_dialogues(model, tokenizer, [agent_prompt(system, c.id) for c in chunk], [c.goal for c in chunk],
                                  [simulator_factory() for _ in chunk], judge, max_turns=max_turns,
                                  max_new_tokens=max_new_tokens, temperature=temperature,
-                                 seeds=[derive_seed(seed, c.id) for c in chunk])
+                                 seeds=[derive_seed(seed, c.id) for c in chunk], user_first=user_first)
         rewards += [o["judge_reward"] for o in outs]
     e = mean_ci(np.array(rewards))
     return {"mean": e.value, "low": e.low, "high": e.high, "n": len(rewards), "rewards": rewards}

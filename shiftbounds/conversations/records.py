@@ -138,6 +138,41 @@ def from_dataset(ds, name: str = "dataset") -> list[Conversation]:
     return out
 
 
+def tool_call_text(content: str) -> str:
+    """A logged tool message as the agent writes the call: ``{"name": {...}}`` becomes
+    ``name {...}`` (other content is kept as it is)."""
+    try:
+        call = json.loads(content)
+    except json.JSONDecodeError:
+        return content
+    if isinstance(call, dict) and len(call) == 1:
+        (name, req), = call.items()
+        return f"{name} {json.dumps(req, sort_keys=True)}"
+    return content
+
+
+def fold_tool_calls(conv: Conversation) -> Conversation:
+    """The conversation as an agent that writes its own calls sees it: every run of tool messages
+    joins the agent message that follows it, one call per line before the agent's text (a run with
+    no agent message after it becomes an agent message of its own)."""
+    out: list[Message] = []
+    pending: list[str] = []
+    for m in conv.messages:
+        if m.role == "tool":
+            pending.append(tool_call_text(m.content))
+        elif m.role == "assistant":
+            out.append(Message("assistant", "\n".join(pending + [m.content])))
+            pending = []
+        else:
+            if pending:
+                out.append(Message("assistant", "\n".join(pending)))
+                pending = []
+            out.append(m)
+    if pending:
+        out.append(Message("assistant", "\n".join(pending)))
+    return Conversation(conv.id, conv.goal, tuple(out))
+
+
 # ------------------------------------------------------------------------------------- converters
 def from_taskmaster4(dialogues) -> list[Conversation]:
     """Taskmaster-4 dialogues (:func:`shiftbounds.llm.taskmaster.load_tm4`) as conversations: the

@@ -59,22 +59,27 @@ def _user_block(tokenizer, messages: list[dict]) -> list[int]:
 
 def rollout_dialogues(model, tokenizer, prompts: Sequence[list[dict]], goals: Sequence[Any],
                       simulators: Sequence[UserSimulator], judge: Judge, *, max_turns: int, max_new_tokens: int,
-                      temperature: float, seeds: Sequence[int]) -> list[dict]:
+                      temperature: float, seeds: Sequence[int], user_first: bool = False) -> list[dict]:
     """One dialogue per prompt, all at once: each agent turn is one batched, cached sampling call over
     the dialogues still open, and LM simulators sharing a model answer in one batch
     (:func:`~shiftbounds.conversations.simulators.respond_all`). Dialogue ``i`` draws from
-    ``seeds[i]`` only (its own generators), so it is the same whatever else is in the batch."""
+    ``seeds[i]`` only (its own generators), so it is the same whatever else is in the batch.
+    ``user_first``: the simulator opens the dialogue (as customers do on Taskmaster-4); its opening
+    is part of the agent's prompt, not of the completion."""
     from shiftbounds.llm.sampling import sample_batch
 
     n = len(prompts)
     if not len(goals) == len(simulators) == len(seeds) == n:
         raise ValueError(f"need as many goals, simulators and seeds as prompts ({n}); got {len(goals)}, {len(simulators)}, {len(seeds)}")
     eos = tokenizer.eos_token_id
-    prompt_ids = [_render(tokenizer, p, True) for p in prompts]
     for sim, goal, seed in zip(simulators, goals, seeds):
         sim.reset(goal, seed=derive_seed(seed, "user"))
     gens = [torch_generator(seed, "agent") for seed in seeds]
     completion, mask, logps, messages = ([[] for _ in range(n)] for _ in range(4))
+    if user_first:
+        for i, (opening, _) in enumerate(respond_all(simulators, [[] for _ in range(n)])):
+            messages[i].append({"role": "user", "content": opening})
+    prompt_ids = [_render(tokenizer, list(p) + messages[i], True) for i, p in enumerate(prompts)]
     was_training = model.training
     model.eval()
     open_ = list(range(n))
@@ -117,7 +122,8 @@ def rollout_dialogue(model, tokenizer, prompt: list[dict], goal: Any, simulator:
 
 
 def make_rollout_func(goals: Mapping[str, Any], simulator_factory: Callable[[], UserSimulator], judge: Judge, *,
-                      max_turns: int = 4, max_new_tokens: int = 16, temperature: float = 1.0, seed: int = 0):
+                      max_turns: int = 4, max_new_tokens: int = 16, temperature: float = 1.0, seed: int = 0,
+                      user_first: bool = False):
     """The ``rollout_func`` for ``GRPOTrainer``: one dialogue per prompt it is given, against a fresh
     simulator from ``simulator_factory``, scored by ``judge``; ``goals`` maps each conversation key to
     its goal. Every dialogue's draws come from (``seed``, trainer step, position in the global batch),
@@ -135,7 +141,8 @@ def make_rollout_func(goals: Mapping[str, Any], simulator_factory: Callable[[], 
         outs = rollout_dialogues(trainer.model, trainer.processing_class, prompts, [goals[k] for k in keys],
                                  [simulator_factory() for _ in prompts], judge, max_turns=max_turns,
                                  max_new_tokens=max_new_tokens, temperature=temperature,
-                                 seeds=[derive_seed(seed, step, offset + i) for i in range(len(prompts))])
+                                 seeds=[derive_seed(seed, step, offset + i) for i in range(len(prompts))],
+                                 user_first=user_first)
         return {k: [o[k] for o in outs] for k in ("prompt_ids", "completion_ids", "env_mask", "logprobs", "judge_reward")}
 
     return rollout_func

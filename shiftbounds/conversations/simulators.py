@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -67,18 +67,21 @@ class LMUser:
         persona: the system prompt; ``{goal}`` is filled in at :meth:`reset`.
         max_new_tokens, temperature: sampling of each reply (temperature 0: greedy).
         done_marker: a reply containing it ends the dialogue.
+        stop: ``stop(reply, messages) -> bool``, the task's rule for a reply that ends the dialogue
+            (e.g. Taskmaster-4: accepting a placed order), checked besides ``done_marker``.
         name: label in reports (``"prompted"``, ``"calibrated"``).
     """
 
     def __init__(self, model, tokenizer, *, persona: str = PERSONA, max_new_tokens: int = 48, temperature: float = 1.0,
-                 done_marker: str = "[DONE]", name: str = "prompted") -> None:
+                 done_marker: str = "[DONE]", stop: Callable[[str, list[dict]], bool] | None = None,
+                 name: str = "prompted") -> None:
         if "{goal}" not in persona:
             raise ValueError(f"persona must contain '{{goal}}' where the goal goes; got {persona!r}")
         if temperature < 0 or max_new_tokens < 1:
             raise ValueError(f"need temperature >= 0 and max_new_tokens >= 1; got {temperature}, {max_new_tokens}")
         self.model, self.tokenizer = model, tokenizer
         self.persona, self.max_new_tokens, self.temperature = persona, max_new_tokens, temperature
-        self.done_marker, self.name = done_marker, name
+        self.done_marker, self.stop, self.name = done_marker, stop, name
         self.goal, self._seed, self._calls = None, 0, 0
 
     @classmethod
@@ -98,9 +101,18 @@ class LMUser:
         self.goal, self._seed, self._calls = goal, 0 if seed is None else seed, 0
 
     def prompt_ids(self, messages: list[dict]) -> list[int]:
-        """The token ids the model reads before its reply."""
-        return list(self.tokenizer.apply_chat_template(simulator_view(messages, self.goal, self.persona),
-                                                       add_generation_prompt=True, tokenize=True, return_dict=False))
+        """The token ids the model reads before its reply; a history too long for the model's
+        positions (less the reply's) loses its oldest turns, never the persona and goal."""
+        view = simulator_view(messages, self.goal, self.persona)
+        render = lambda msgs, gen: list(self.tokenizer.apply_chat_template(msgs, add_generation_prompt=gen, tokenize=True,  # noqa: E731
+                                                                           return_dict=False))
+        ids = render(view, True)
+        config = self.model.config
+        limit = (getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None) or 10**9) - self.max_new_tokens
+        if len(ids) > limit:
+            head = render(view[:1], False)
+            ids = head + ids[len(ids) - (limit - len(head)):]
+        return ids
 
     def clone(self) -> LMUser:
         """A fresh simulator sharing this one's model, tokenizer and settings (a simulator factory
@@ -124,13 +136,14 @@ def respond_all(simulators: Sequence[UserSimulator], histories: Sequence[list[di
 
     out: list[tuple[str, bool] | None] = [None] * len(simulators)
     groups: dict[tuple, list[int]] = {}
-    for i, sim in enumerate(simulators):
+    inners = [sim.inner if isinstance(sim, CorrectedUser) else sim for sim in simulators]
+    for i, sim in enumerate(inners):
         if isinstance(sim, LMUser):
             groups.setdefault(sim._batch_key(), []).append(i)
         else:
-            out[i] = sim.respond(histories[i])
+            out[i] = simulators[i].respond(histories[i])
     for idx in groups.values():
-        users = [simulators[i] for i in idx]
+        users = [inners[i] for i in idx]
         u0 = users[0]
         tok = u0.tokenizer
         rows = sample_batch(u0.model, [u.prompt_ids(histories[i]) for u, i in zip(users, idx)], u0.max_new_tokens,
@@ -139,7 +152,9 @@ def respond_all(simulators: Sequence[UserSimulator], histories: Sequence[list[di
         for u, i, row in zip(users, idx, rows):
             u._calls += 1
             reply = tok.decode(row, skip_special_tokens=True).strip()
-            out[i] = (reply, u.done_marker in reply)
+            out[i] = (reply, u.done_marker in reply or (u.stop is not None and u.stop(reply, histories[i])))
+            if isinstance(simulators[i], CorrectedUser):
+                out[i] = simulators[i].correct(histories[i], out[i])
     return out
 
 
@@ -212,10 +227,43 @@ class OrderingUser:
     def respond(self, messages: list[dict]) -> tuple[str, bool]:
         from shiftbounds.conversations.tasks import placed_orders
 
-        # the orders placed so far (tool calls or calls in the agent's text), as the rule reads them
+        # the orders placed so far (tool calls or calls in the agent's text), written as the rule parses them
         calls = " ".join(f"add_order_item {json.dumps({'menu_item_id': o.item, 'quantity': o.quantity, 'attributes': [{'option': x} for x in o.options]})}"
                          for o in placed_orders(messages))
-        agent_text = " ".join([m["content"] for m in messages if m["role"] == "assistant"] + [calls])
+        agent_text = calls  # the rule reads only the orders placed
         turn = sum(m["role"] == "user" for m in messages)
         reply = self.rule.reply(self.goal, agent_text, turn, rng=self._rng)
         return reply, reply.startswith("yes, that's right")
+
+
+class CorrectedUser:
+    """A user simulator with one rule on top: when the dialogue's outcome so far is wrong
+    (``judge(goal, messages) < 1`` with something ``placed``) and the simulator ``accepts`` it
+    anyway, the reply is replaced by ``correction(goal)``, which does not end the dialogue. With an
+    LM user that cannot tell a right confirmation from a wrong one, this is the evaluation user
+    that can (its name says which rule it carries)."""
+
+    def __init__(self, inner: UserSimulator, *, judge: Callable[[Any, list[dict]], float],
+                 placed: Callable[[list[dict]], bool], accepts: Callable[[str], bool],
+                 correction: Callable[[Any], str], name: str = "corrected") -> None:
+        self.inner, self.judge, self.placed, self.accepts, self.correction, self.name = inner, judge, placed, accepts, correction, name
+        self.goal = None
+
+    def clone(self) -> CorrectedUser:
+        inner = self.inner.clone() if hasattr(self.inner, "clone") else self.inner
+        return CorrectedUser(inner, judge=self.judge, placed=self.placed, accepts=self.accepts, correction=self.correction,
+                             name=self.name)
+
+    def reset(self, goal: Any, *, seed: int | None = None) -> None:
+        self.goal = goal
+        self.inner.reset(goal, seed=seed)
+
+    def respond(self, messages: list[dict]) -> tuple[str, bool]:
+        return self.correct(messages, self.inner.respond(messages))
+
+    def correct(self, messages: list[dict], answer: tuple[str, bool]) -> tuple[str, bool]:
+        """The rule applied to the inner simulator's ``(reply, done)``."""
+        reply, done = answer
+        if self.placed(messages) and self.judge(self.goal, messages) < 1 and self.accepts(reply):
+            return self.correction(self.goal), False
+        return reply, done

@@ -111,6 +111,44 @@ def taskmaster4_judge(goal: Any, messages: list[dict]) -> float:
     return order_success(_goal_items(goal), placed_orders(messages))
 
 
+def taskmaster4_placed(messages: list[dict]) -> bool:
+    """Whether the agent has placed an order in the dialogue so far."""
+    return bool(placed_orders(messages))
+
+
+def taskmaster4_stop(reply: str, messages: list[dict]) -> bool:
+    """A Taskmaster-4 dialogue ends when the customer accepts after an order has been placed."""
+    from shiftbounds.llm.dialogue import is_acceptance
+
+    return taskmaster4_placed(messages) and is_acceptance(reply)
+
+
+def taskmaster4_correction(goal: Any) -> str:
+    """What a customer says to a wrong order: the rule of the corrected evaluation user."""
+    from shiftbounds.llm.taskmaster import goal_text
+
+    return f"no, that's wrong. I wanted {goal_text(_goal_items(goal))}"
+
+
+def load_taskmaster(data_dir: str | None, n_tm4: int | None, n_tm3: int | None, *, rng: np.random.Generator) -> dict:
+    """Taskmaster-4 and Taskmaster-3 as conversations with the agent's API calls folded into its
+    turns (:func:`~shiftbounds.conversations.records.fold_tool_calls`), split by dialogue 60/20/20:
+    ``{"tm4": (train, calibration, held_out), "tm3": (train, calibration, held_out), "tm4_raw":
+    {id: record with tool messages}}``. Taskmaster-3 has no structured goal (``null``) and comes from
+    its reward-label contexts, keeping the longest context of each dialogue."""
+    from shiftbounds.conversations.records import fold_tool_calls, from_taskmaster3, from_taskmaster4
+    from shiftbounds.llm.taskmaster import load_reward_labels, load_tm4, split_by_dialogue
+
+    raw = from_taskmaster4(load_tm4(data_dir, n_tm4))
+    longest: dict[str, Any] = {}
+    for ex in load_reward_labels("taskmaster3", data_dir, None):
+        if ex.dialogue_id not in longest or len(ex.context) > len(longest[ex.dialogue_id].context):
+            longest[ex.dialogue_id] = ex
+    tm3 = [fold_tool_calls(c) for c in from_taskmaster3(sorted(longest.values(), key=lambda e: e.dialogue_id)[:n_tm3])]
+    return {"tm4": split_by_dialogue([fold_tool_calls(c) for c in raw], rng=rng),
+            "tm3": split_by_dialogue(tm3, rng=rng), "tm4_raw": {c.id: c for c in raw}}
+
+
 class Taskmaster4Probes:
     """Taskmaster-4's probes on its conversation records
     (:func:`~shiftbounds.conversations.records.from_taskmaster4`).
@@ -121,11 +159,17 @@ class Taskmaster4Probes:
       LM simulator does not read tool messages;
     * disclosure: the history before the customer's first turn.
 
+    With ``fold=True`` the probes' API calls are folded into the agent's turns, as in conversations
+    passed through :func:`~shiftbounds.conversations.records.fold_tool_calls`.
+
     Replies are read with :func:`shiftbounds.llm.dialogue.is_acceptance` and
     :func:`shiftbounds.llm.sycophancy.names_whole_goal`.
     """
 
     SHOWN = " [order shown: {order}]"
+
+    def __init__(self, fold: bool = False) -> None:
+        self.fold = fold  # fold the API calls into the agent's turns, as simulators trained on folded logs read them
 
     def build(self, convs: list[Conversation], *, rng: np.random.Generator) -> ProbeSet:
         from shiftbounds.llm.sycophancy import SWAP_ITEMS
@@ -156,6 +200,14 @@ class Taskmaster4Probes:
                 history[first_call] = {"role": "tool", "content": json.dumps(call, sort_keys=True)}
                 shown = {**msgs[i], "content": msgs[i]["content"] + self.SHOWN.format(order=goal_text(order))}
                 out.append(Probe(c.goal, tuple(history) + (shown,), human))
+        if self.fold:
+            from shiftbounds.conversations.records import Conversation, Message, fold_tool_calls
+
+            def fold(p: Probe) -> Probe:
+                msgs = fold_tool_calls(Conversation("probe", p.goal, tuple(Message(**m) for m in p.messages))).messages
+                return Probe(p.goal, tuple(m.as_dict() for m in msgs), p.human_reply)
+
+            right, wrong, disclosure = ([fold(p) for p in ps] for ps in (right, wrong, disclosure))
         return ProbeSet(tuple(right), tuple(wrong), tuple(disclosure))
 
     @staticmethod

@@ -28,14 +28,16 @@ class StageCache:
         folder: where ``<name>.json`` / ``<name>.pt`` live (created on the first save).
         save: ``False`` computes without writing (e.g. every process but the main one of a
             distributed run).
+        barrier: waits for every process of a distributed run (folder stages finish together).
 
     Attributes:
         seconds: wall seconds of every stage computed (not loaded) through this cache.
     """
 
-    def __init__(self, folder: str | Path, *, save: bool = True) -> None:
+    def __init__(self, folder: str | Path, *, save: bool = True, barrier: Callable[[], None] = lambda: None) -> None:
         self.folder = Path(folder)
         self.save = save
+        self.barrier = barrier
         self.seconds: dict[str, float] = {}
 
     def _stage(self, path: Path, make: Callable[[], T], load: Callable[[Path], T], save: Callable[[T, Path], None]) -> T:
@@ -58,3 +60,25 @@ class StageCache:
         """``load(<name>.pt)`` if it exists, else ``make()`` saved there with ``save(value, path)``
         (which must write atomically, e.g. :func:`shiftbounds.nn.transformer.save_model`)."""
         return self._stage(self.folder / f"{name}.pt", make, load, save)
+
+    def folder_stage(self, name: str, make: Callable[[Path], Any]) -> Path:
+        """The folder ``<name>/`` if it exists, else ``make(tmp)`` writing a model folder (a
+        simulator, an agent) into a temporary sibling, which is then renamed to ``<name>/``: a
+        folder under its final name is always complete."""
+        import shutil
+
+        path = self.folder / name
+        if path.is_dir():
+            return path
+        tmp = self.folder / f".{name}.partial"
+        if self.save and tmp.exists():
+            shutil.rmtree(tmp)
+        self.barrier()
+        t0 = time.perf_counter()
+        make(tmp)
+        self.seconds[name] = time.perf_counter() - t0
+        self.barrier()
+        if self.save:
+            tmp.rename(path)
+        self.barrier()
+        return path

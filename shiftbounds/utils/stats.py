@@ -114,3 +114,15 @@ def auc_ci(auc: float, n_pos: int, n_neg: int, level: float = 0.95) -> Estimate:
     var = (auc * (1 - auc) + (n_pos - 1) * (q1 - auc * auc) + (n_neg - 1) * (q2 - auc * auc)) / (n_pos * n_neg)
     half = float(_stats.norm.ppf(0.5 + level / 2) * np.sqrt(max(var, 0.0)))
     return Estimate(auc, max(0.0, auc - half), min(1.0, auc + half), level)
+
+
+def paired_difference(x: np.ndarray, y: np.ndarray, names: tuple[str, str] = ("x", "y"), level: float = 0.95) -> dict:
+    """Mean of the paired differences ``x - y`` (e.g. per seed) with a t-interval, and the ordering
+    it supports: ``"x > y"`` / ``"x < y"`` when the interval excludes 0, else ``"not significant"``."""
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if x.shape != y.shape or x.size < 2:
+        raise ValueError(f"paired differences need two equal-length samples of size >= 2; got {x.shape} and {y.shape}")
+    e = mean_ci(x - y, level)
+    a, b = names
+    verdict = f"{a} > {b}" if e.low > 0 else f"{a} < {b}" if e.high < 0 else "not significant"
+    return {"difference": f"{a} - {b}", "mean": e.value, "low": e.low, "high": e.high, "n": int(x.size), "verdict": verdict}
