@@ -27,6 +27,8 @@ Stages (each saved under ``--out-dir``/stages and skipped on a rerun):
 Outputs: ``results.json``, ``results.md``, ``runs.csv`` (every agent, seed and evaluation user),
 ``paired.csv`` (per-seed paired differences with 95 % intervals), ``per_turn.csv``, figures
 ``realism_by_turn``, ``sycophancy``, ``paradigms`` (PNG and PDF), ``config.json``, ``timings.json``.
+``--estimate-only`` prints the device memory each stage needs, from the model's config, before any
+weights are loaded (:mod:`shiftbounds.llm.memory`).
 Multi-GPU or multi-machine: ``accelerate launch [--multi_gpu] --num_processes N -m
 experiments.real_dialogue ...`` (TRL trains data-parallel; measurements run on every process and
 only the main one writes).
@@ -80,10 +82,10 @@ class RealDialogueConfig:
     vocab_size: int = field(default=3000, metadata={"help": "tokenizer vocabulary of the corpus-made model"})
     d_model: int = field(default=128, metadata={"help": "width of the corpus-made model"})
     n_layer: int = field(default=4, metadata={"help": "blocks of the corpus-made model"})
-    max_len: int = field(default=384, metadata={"help": "tokens per training sequence"})
-    pretrain_steps: int = field(default=1200, metadata={"help": "pretraining steps of the corpus-made model"})
-    sft_steps: int = field(default=600, metadata={"help": "agent SFT steps"})
-    user_steps: int = field(default=400, metadata={"help": "SFT steps of each user model"})
+    max_len: int = field(default=256, metadata={"help": "tokens per training sequence (Taskmaster-4 dialogues: 179 median, 268 at the 99th percentile)"})
+    pretrain_steps: int = field(default=1000, metadata={"help": "pretraining steps of the corpus-made model"})
+    sft_steps: int = field(default=500, metadata={"help": "agent SFT steps"})
+    user_steps: int = field(default=300, metadata={"help": "SFT steps of each user model"})
     batch: int = field(default=16, metadata={"help": "sequences per pretraining / SFT step"})
     lr: float = field(default=2e-3, metadata={"help": "pretraining learning rate"})
     sft_lr: float = field(default=5e-4, metadata={"help": "SFT learning rate (agent and user models)"})
@@ -105,6 +107,7 @@ class RealDialogueConfig:
     leak: float = field(default=0.2, metadata={"help": "rule-based simulator: leak rate"})
     seed: int = field(default=0, metadata={"help": "seed of the splits, the models' initialisation and the measurements"})
     out_dir: str = field(default="results/real_dialogue/default", metadata={"help": "results folder", "resume": False})
+    estimate_only: bool = field(default=False, metadata={"help": "print the device-memory estimate and exit (loads no weights)", "resume": False})
 
     def __post_init__(self) -> None:
         if self.base_model and not (Path(self.base_model) / "config.json").is_file():
@@ -135,6 +138,27 @@ PRESETS = {
             "rl_lr": 1e-6, "beta": 0.04, "turns": 4, "max_new": 256, "user_new": 96, "n_eval": 200, "seeds": (0, 1, 2, 3, 4),
             "n_disc": 2000, "classifier_steps": 1000},
 }
+
+
+def memory_estimate(cfg: RealDialogueConfig) -> dict:
+    """Device memory per stage for one process (:mod:`shiftbounds.llm.memory`), from ``--base-model``'s
+    config (or the corpus-made model's), counting the models each stage keeps resident: SFT trains
+    one model; GRPO holds the policy, its reference when ``--beta`` > 0, and the LM simulators."""
+    from transformers import GPT2Config
+
+    from shiftbounds.llm.memory import Stage, estimate, model_shape
+
+    m = model_shape(cfg.base_model or GPT2Config(vocab_size=cfg.vocab_size + 8, n_positions=max(1024, cfg.max_len),
+                                                 n_embd=cfg.d_model, n_layer=cfg.n_layer, n_head=4))
+    rl_len = cfg.max_len + cfg.turns * (cfg.max_new + cfg.user_new)
+    users = (m,) * 3  # prompted, calibrated, held-out user model
+    return estimate([
+        Stage("pretraining / SFT", (), m, train_batch=cfg.batch, train_len=cfg.max_len),
+        Stage("discriminators and probes", (m,) * 2, m, gen=m, gen_batch=64, gen_len=cfg.max_len, train_batch=cfg.batch,
+              train_len=cfg.max_len),
+        Stage("GRPO (policy, reference, simulators)", users + ((m,) if cfg.beta > 0 else ()), m, train_batch=cfg.rl_batch,
+              train_len=rl_len, gen=m, gen_batch=cfg.rl_batch, gen_len=rl_len),
+    ])
 
 
 def _users(cfg: RealDialogueConfig, folders: dict[str, Path]) -> dict:
@@ -312,6 +336,12 @@ def write_outputs(out: Path, results: dict, seconds: dict) -> None:
 
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_config(RealDialogueConfig, __doc__, {"default": PRESETS["cpu"], **PRESETS}, argv, name="experiments.real_dialogue")
+    if cfg.estimate_only:
+        from shiftbounds.llm.memory import format_estimate
+
+        est = memory_estimate(cfg)
+        print(format_estimate(est))
+        return est
     results = exit_on_stale(run, cfg)
     path = Path(cfg.out_dir, "results.md")
     print(path.read_text() if path.exists() else results)

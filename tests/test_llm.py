@@ -140,33 +140,34 @@ def test_gsm8k_smoke_entry_point(tmp_path):
 
 @needs_data
 def test_real_dialogue_smoke_entry_point(tmp_path):
-    from experiments import full_pipeline
+    """The real-data run wired from the conversations library: every output, a resumed rerun that
+    reproduces the results, a recomputed stage equal to the saved one, and a refused folder."""
+    from experiments import full_pipeline, real_dialogue
 
     res = full_pipeline.main(["--task", "taskmaster4", "--preset", "smoke", "--out-dir", str(tmp_path / "r")])
-    assert set(res["paradigms"]) == {"static", "interactive", "calibrated"}
-    for corpus in ("taskmaster4", "taskmaster3"):
-        assert 0.0 <= res["reward_models"][corpus]["accuracy"] <= 1.0
-    assert "held-out split" in res["note"]
-    for name in ("results.md", "results.json", "config.json", "per_turn.csv", "curves.csv", "realism_by_turn.png",
-                 "sycophancy.pdf"):
+    assert [row["arm"] for row in res["table"]] == ["sft", "static", "interactive_rule", "interactive_prompted", "calibrated"]
+    assert {r["seed"] for r in res["runs"]} == {0, 1} and "held-out split" in res["note"]
+    for name in ("results.md", "results.json", "config.json", "runs.csv", "paired.csv", "per_turn.csv", "timings.json",
+                 "realism_by_turn.png", "sycophancy.pdf", "paradigms.png"):
         assert (tmp_path / "r" / name).exists(), name
-    header = (tmp_path / "r" / "curves.csv").read_text().splitlines()[0].split(",")
-    assert {"loss", "pg", "kl", "mean_reward"} <= set(header)  # the loss's parts are logged apart
-    syc = res["sycophancy_tm4"]
+    syc = res["sycophancy"]
     assert syc["people (logged replies)"]["accept_wrong"] is None
-    assert syc["prompted (rule-based)"]["accept_right"] == 1.0
-    for name, d in res["discriminator_auc_tm3"].items():
-        assert 0.0 <= d["overall"] <= 1.0 and set(d["by_turn"]) == {"0-4", "5-9", "10-19", "20+"}, name
-    # every stage was saved; a rerun resumes them and reproduces the results
-    assert len(list((tmp_path / "r" / "stages").glob("*.pt"))) == 6
+    assert syc["rule-based"]["accept_right"]["value"] == 1.0  # the rule accepts every right order
+    corrected = syc["held-out user model + wrong-order rule"]
+    assert corrected["accept_wrong"]["value"] == 0.0  # the rule rejects every wrong order
+    for name, d in res["discriminator"].items():
+        assert 0.0 <= d["overall"]["value"] <= 1.0 and d["overall"]["n"] == sum(b["n"] for b in d["by_turn"].values()), name
+    stages = tmp_path / "r" / "stages"
+    assert {p.name for p in stages.iterdir() if p.is_dir()} >= {"base", "user_calibrated", "user_heldout", "agent_sft",
+                                                                 "agent_calibrated_seed1"}
+    # a rerun loads every stage; a stage deleted and recomputed from the saved agent equals the saved one
+    saved = json.loads((stages / "eval_calibrated_seed1.json").read_text())
+    (stages / "eval_calibrated_seed1.json").unlink()
     again = full_pipeline.main(["--task", "taskmaster4", "--preset", "smoke", "--out-dir", str(tmp_path / "r")])
-    for corpus in ("taskmaster4", "taskmaster3"):
-        assert again["reward_models"][corpus]["accuracy"] == res["reward_models"][corpus]["accuracy"]
-    assert again["paradigms"] == res["paradigms"] and again["sft_agent"] == res["sft_agent"]
+    assert json.loads((stages / "eval_calibrated_seed1.json").read_text()) == saved
+    assert again["table"] == res["table"] and again["paired"] == res["paired"]
     # saved stages are never mixed with other settings
-    from experiments import real_dialogue
-
-    with pytest.raises(SystemExit, match=r"error: .*\(sft_steps: saved 4, now 5\)"):
+    with pytest.raises(SystemExit, match=r"error: .*\(sft_steps: saved 3, now 5\)"):
         real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r"), "--sft-steps", "5"])
 
 

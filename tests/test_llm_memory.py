@@ -65,9 +65,9 @@ def test_estimate_only_entry_points_load_no_data(tmp_path, capsys):
     from experiments import gsm8k_distill, real_dialogue
 
     LlamaConfig(**GQA).save_pretrained(tmp_path / "m")
-    rd = real_dialogue.main(["--preset", "gpu", "--estimate-only", "--policy-model", str(tmp_path / "m"),
-                             "--user-model", str(tmp_path / "m"), "--data-dir", str(tmp_path / "no-data-here")])
-    assert rd["peak_stage"].startswith("RL") and rd["peak_gib"] > 0
+    rd = real_dialogue.main(["--preset", "gpu", "--estimate-only", "--base-model", str(tmp_path / "m"),
+                             "--data-dir", str(tmp_path / "no-data-here")])
+    assert rd["peak_stage"].startswith("GRPO") and rd["peak_gib"] > 0
     gs = gsm8k_distill.main(["--preset", "gpu", "--estimate-only", "--data-dir", str(tmp_path / "no-data-here")])
     assert set(gs["stages"]) == {"distillation (teacher + student)"}
     assert "Peak:" in capsys.readouterr().out
@@ -77,8 +77,8 @@ def test_model_folders_are_checked_at_the_command_line(tmp_path, capsys):
     from experiments import gsm8k_distill, real_dialogue
 
     with pytest.raises(SystemExit):
-        real_dialogue.main(["--estimate-only", "--user-model", str(tmp_path / "nope")])
-    assert "--user-model must be a local model folder" in capsys.readouterr().err
+        real_dialogue.main(["--estimate-only", "--base-model", str(tmp_path / "nope")])
+    assert "--base-model must be a local model folder" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         gsm8k_distill.main(["--teacher-model", str(tmp_path)])
     assert "--teacher-model must be a local model folder" in capsys.readouterr().err

@@ -92,7 +92,7 @@ def grpo_config(cfg: ParadigmConfig, output_dir: str | Path):
                       num_generations=cfg.num_generations, learning_rate=cfg.lr, beta=cfg.beta,
                       max_completion_length=cfg.max_new_tokens, temperature=cfg.temperature, seed=cfg.seed,
                       data_seed=cfg.seed, report_to=[], logging_steps=1, save_strategy="no", bf16=False, fp16=False,
-                      disable_tqdm=True, dataloader_num_workers=0, use_cpu=not _cuda())
+                      disable_tqdm=True, dataloader_num_workers=0, use_cpu=not _cuda(), gradient_checkpointing=False)
 
 
 def _cuda() -> bool:
