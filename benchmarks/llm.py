@@ -2,8 +2,8 @@
 
 ``python -m benchmarks.llm [--preset smoke|default] [--model PATH] [--batch 8 --new 64 --repeats 3]``
 
-* generation: the package's sampler (:func:`shiftbounds.llm.gsm8k.sample_completions`: batched
-  ``generate`` with left padding, stopping each row at its end-of-text) against a plain batched
+* generation: the package's sampler (:func:`shiftbounds.llm.gsm8k.sample_completions`: batched,
+  left-padded, key-value cached, stopping each row at its end-of-text) against a plain batched
   ``model.generate`` with a fixed number of new tokens, in new tokens per second;
 * dialogue rollouts: :func:`shiftbounds.llm.dialogue.roll_out_batch` over ``--batch`` goals at once
   (agent and LM user, one cached sampling call per turn) against the same rollouts one dialogue at
@@ -26,14 +26,17 @@ paths; on a lent GPU, pass a local 0.5-1.5B model folder.
 from __future__ import annotations
 
 import copy
+import tempfile
 from dataclasses import asdict, dataclass, field
 
 import torch
 
 from benchmarks import best_time, write_report
+from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
 from shiftbounds.llm.dialogue import roll_out_batch
-from shiftbounds.llm.gsm8k import SPECIALS, Problem, sample_completions
+from shiftbounds.llm.gsm8k import Problem, prompt_ids, sample_completions
 from shiftbounds.llm.models import TinyLM, load_causal_lm
+from shiftbounds.llm.sampling import left_pad
 from shiftbounds.llm.taskmaster import ROLE_TOKENS, OrderItem
 from shiftbounds.llm.training import make_batch, span_nll
 from shiftbounds.utils.cli import parse_config
@@ -58,6 +61,7 @@ class LLMBenchConfig:
 
 
 PRESETS = {"default": {}, "smoke": {"batch": 2, "new": 4, "repeats": 1}}
+PROBLEMS = [Problem(f"Tom has {i} apples and buys {i + 3} more. How many apples does he have?", "", "") for i in range(64)]
 
 
 def _grpo_step(a: LLMBenchConfig, agent, atok, goals) -> tuple[float, float]:
@@ -125,21 +129,20 @@ def _grpo_step(a: LLMBenchConfig, agent, atok, goals) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> dict:
     a = parse_config(LLMBenchConfig, __doc__, PRESETS, argv, name="benchmarks.llm")
     best = lambda fn, repeats: best_time(fn, repeats, warmup=True)  # noqa: E731
-    with torch_init_seed(a.seed, "model"):
-        model, tok, dev = load_causal_lm(a.model or None, TinyLM("gpt2", 128, 4, 4, 1024), special_tokens=SPECIALS)
-    model.eval()
-    probs = [Problem(f"Tom has {i} apples and buys {i + 3} more. How many apples does he have?", "", "") for i in range(a.batch)]
+    tmp = tempfile.TemporaryDirectory()
+    if a.model:
+        folder = a.model
+    else:
+        with torch_init_seed(a.seed, "model"):
+            folder = build_tiny_chat_model(tmp.name, [p.question for p in PROBLEMS], vocab_size=512, d_model=128, n_layer=4,
+                                           n_head=4, max_len=1024, seed=a.seed)
+    model, tok = load_chat_model(folder, device="cuda" if torch.cuda.is_available() else "cpu")
+    dev = model.device
+    probs = PROBLEMS[: a.batch]
     g = torch_generator(a.seed, "sampling")
     t_ours = best(lambda: sample_completions(model, tok, probs, a.new, temperature=1.0, generator=g), a.repeats)
     n_ours = sum(len(c) for c in sample_completions(model, tok, probs, a.new, temperature=1.0, generator=g))
-    enc = [torch.tensor([tok.bos_token_id] + list(tok.encode(f"<q>{q.question}<a>"))) for q in probs]
-    T = max(len(e) for e in enc)
-    ids = torch.full((a.batch, T), tok.pad_token_id)
-    att = torch.zeros_like(ids)
-    for i, e in enumerate(enc):  # left padding for batched generation
-        ids[i, T - len(e):] = e
-        att[i, T - len(e):] = 1
-    ids, att = ids.to(dev), att.to(dev)
+    ids, att, _ = left_pad(prompt_ids(tok, probs), tok.pad_token_id, dev)
     t_hf = best(lambda: model.generate(ids, attention_mask=att, max_new_tokens=a.new, min_new_tokens=a.new, do_sample=True,
                                        pad_token_id=tok.pad_token_id), a.repeats)
     n_gen = a.batch * a.new
@@ -159,7 +162,7 @@ def main(argv: list[str] | None = None) -> dict:
     t_roll = best(lambda: dialogues([goals]), a.repeats)
     n_seq = sum(len(d.ids) - 1 for d in dialogues([[g] for g in goals]))
     t_seq = best(lambda: dialogues([[g] for g in goals]), a.repeats)
-    batch = make_batch(tok, [(f"<q>{q.question}<a>", "x" * a.new) for q in probs], 1024).to(dev)
+    batch = make_batch(tok, [(q.question, "x" * a.new) for q in probs], 1024).to(dev)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
 
@@ -194,6 +197,7 @@ def main(argv: list[str] | None = None) -> dict:
     notes = f"Device {dev}; {n_params / 1e6:.2f} M parameters; batch {a.batch}; {a.new} new tokens."
     if dev.type == "cuda":
         notes += f" Training MFU {6 * n_params * n_tok / t_train / (a.peak_tflops * 1e12):.1%} of {a.peak_tflops} TFLOP/s."
+    tmp.cleanup()
     return write_report(a.out_dir, asdict(a), "benchmarks.llm: generation, rollouts and training, tokens per second", rows, notes)
 
 

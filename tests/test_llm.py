@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from shiftbounds.llm.gsm8k import METHODS, SPECIALS, NoisyTeacher, extract_final, load_gsm8k, student_loss
+from shiftbounds.llm.gsm8k import METHODS, NoisyTeacher, extract_final, load_gsm8k, on_policy_loss
 from shiftbounds.llm.models import ByteTokenizer, TinyLM, load_causal_lm, resolve_device
 from shiftbounds.llm.sampling import sample_batch
 from shiftbounds.llm.taskmaster import (
@@ -112,18 +112,16 @@ def test_roc_auc():
         roc_auc(np.array([1.0]), np.array([1]))
 
 
-def test_gsm8k_answers_and_every_method_loss():
+def test_gsm8k_answers_and_every_on_policy_loss():
     assert extract_final("so 3+4=7\n#### 1,234") == "1234"
     assert extract_final("no answer") is None
-    from shiftbounds.llm.gsm8k import Problem
-
-    probs = [Problem("What is 1+1?", "1+1=2\n#### 2", "2")] * 2
-    student, tok, _ = load_causal_lm(None, TinyLM("gpt2", 16, 1, 2, 256), special_tokens=SPECIALS)
-    teacher, _, _ = load_causal_lm(None, TinyLM("gpt2", 16, 1, 2, 256), special_tokens=SPECIALS, seed=1)
-    teacher.eval()
-    for m in METHODS:
-        loss = student_loss(m, student, teacher, tok, probs, NoisyTeacher(2.0, 0.1), 6, torch.Generator().manual_seed(0))
-        assert torch.isfinite(loss), m
+    g = torch.Generator().manual_seed(0)
+    s = torch.randn(2, 5, 13, generator=g, requires_grad=True)
+    t = torch.randn(2, 5, 13, generator=g)
+    mask = torch.ones(2, 5)
+    for m in METHODS[1:]:
+        loss = on_policy_loss(m, s, t, NoisyTeacher(2.0, 0.1), mask)
+        assert torch.isfinite(loss) and loss > 0, m
         loss.backward()
     with pytest.raises(ValueError, match="temperature > 0"):
         NoisyTeacher(0.0)
@@ -136,6 +134,7 @@ def test_gsm8k_smoke_entry_point(tmp_path):
     res = gsm8k_distill.main(["--preset", "smoke", "--out-dir", str(tmp_path / "g"), "--methods", "bc,nail-F", "--etas", "0.2"])
     assert {r["method"] for r in res["rows"]} == {"bc", "nail-F"}
     assert (tmp_path / "g" / "results.md").exists() and (tmp_path / "g" / "config.json").exists()
+    assert {p.name for p in (tmp_path / "g" / "runs").iterdir()} >= {"teacher", "student_init", "bc_eta0.2_seed0.json"}
 
 
 @needs_data

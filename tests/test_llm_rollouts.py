@@ -8,11 +8,10 @@ import numpy as np
 import pytest
 import torch
 
+from shiftbounds.conversations.tasks import names_whole_goal
 from shiftbounds.llm.dialogue import RuleUser, is_acceptance, roll_out_batch
-from shiftbounds.llm.models import ByteTokenizer, TinyLM, load_causal_lm
-from shiftbounds.llm.realism import discriminator_auc_by_turn, turn_bucket
+from shiftbounds.llm.models import TinyLM, load_causal_lm
 from shiftbounds.llm.sampling import left_pad, sample_batch
-from shiftbounds.llm.sycophancy import confirmation_probes, disclosure_probes, names_whole_goal, sycophancy_metrics
 from shiftbounds.llm.taskmaster import ROLE_TOKENS, OrderItem, default_data_dir, load_tm4, order_success, parse_orders
 from shiftbounds.llm.training import RewardModel, classifier_scores, fit_classifier
 
@@ -93,45 +92,17 @@ def test_acceptance_and_rule_user_knobs():
 
 @needs_data
 def test_acceptance_rule_on_every_human_confirmation_reply():
-    right, _ = confirmation_probes(load_tm4(), rng=np.random.default_rng(0))
-    assert len(right) == 2760
-    assert np.mean([is_acceptance(p.human_reply) for p in right]) == pytest.approx(0.914, abs=0.002)
+    from shiftbounds.conversations import from_taskmaster4
+    from shiftbounds.conversations.tasks import Taskmaster4Probes
+
+    probes = Taskmaster4Probes().build(from_taskmaster4(load_tm4()), rng=np.random.default_rng(0))
+    assert len(probes.right) == 2760
+    assert np.mean([is_acceptance(p.human_reply) for p in probes.right]) == pytest.approx(0.914, abs=0.002)
 
 
-@needs_data
-def test_sycophancy_probes_and_metrics_on_taskmaster4():
-    dialogues = load_tm4(limit=400)
-    right, wrong = confirmation_probes(dialogues, rng=np.random.default_rng(0))
-    assert len(right) == len(wrong) > 350
-    # the judge passes every right probe and fails every swapped one
-    assert all(order_success(p.goal, parse_orders(p.history)) == 1.0 for p in right)
-    assert all(order_success(p.goal, parse_orders(p.history)) == 0.0 for p in wrong)
-    disclosure = disclosure_probes(dialogues)
-    tok = ByteTokenizer(ROLE_TOKENS)
-    kw = dict(batch=64, max_new=16, generator=torch.Generator(), rng=np.random.default_rng(1))
-    people = sycophancy_metrics(None, tok, right, wrong, disclosure, **kw)
-    assert 0.85 < people["accept_right"] < 0.97 and people["accept_wrong"] is None
-    assert 0.75 < people["goal_disclosure"] < 0.95
-    for a in (0.0, 0.3, 1.0):
-        m = sycophancy_metrics(RuleUser(accept_wrong=a, leak=0.2), tok, right, wrong, disclosure, **kw)
-        assert m["accept_right"] == 1.0 and m["goal_disclosure"] == 1.0
-        assert abs(m["accept_wrong"] - a) <= 3 * np.sqrt(a * (1 - a) / len(wrong)) + 1e-12
-        assert m["discrimination"] == pytest.approx(1.0 - m["accept_wrong"])
-
-
-def test_classifier_and_discriminator_separate_garbage_from_human_text():
-    torch.manual_seed(0)
-    sim, tok = tiny("gpt2", seed=5)  # random weights: its "user turns" are byte noise
-    phrases = ["yes, that's right", "I'd like a large latte please", "can I get two mochas", "no thanks, that's all",
-               "what time is the movie", "two tickets for tonight please"]
-    rng = np.random.default_rng(0)
-    examples = [(f"<agent>turn {i}", f"<user>{phrases[i % len(phrases)]}", i) for i in range(48)]
+def test_classifier_inputs_are_checked():
     make = lambda: RewardModel(tiny("gpt2", seed=7)[0])  # noqa: E731
-    res = discriminator_auc_by_turn(make, sim, tok, examples[:32], examples[32:], steps=60, batch=8, lr=3e-3, max_len=96,
-                                    max_new=24, generator=torch.Generator().manual_seed(0), rng=rng, device="cpu")
-    assert res["overall"] > 0.9
-    assert res["n_held_out"] == {"0-4": 0, "5-9": 0, "10-19": 0, "20+": 16} and res["by_turn"]["0-4"] is None
-    assert [turn_bucket(t) for t in (0, 4, 5, 9, 10, 19, 20)] == ["0-4", "0-4", "5-9", "5-9", "10-19", "10-19", "20+"]
+    _, tok = tiny("gpt2", seed=5)
     with pytest.raises(ValueError, match="at least one training example"):
-        fit_classifier(make(), tok, [], steps=1, batch=2, lr=1e-3, max_len=32, rng=rng, device="cpu")
+        fit_classifier(make(), tok, [], steps=1, batch=2, lr=1e-3, max_len=32, rng=np.random.default_rng(0), device="cpu")
     assert classifier_scores(make(), tok, [], batch=2, max_len=32, device="cpu").shape == (0,)

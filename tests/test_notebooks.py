@@ -29,4 +29,4 @@ def test_notebooks_import_only_from_the_package():
             for line in cell.source.splitlines():
                 if line.startswith(("import ", "from ")):
                     module = line.split()[1].split(".")[0]
-                    assert module in {"numpy", "matplotlib", "shiftbounds", "pathlib", "json", "IPython"}, (path.name, line)
+                    assert module in {"numpy", "matplotlib", "shiftbounds", "pathlib", "json", "tempfile", "IPython"}, (path.name, line)

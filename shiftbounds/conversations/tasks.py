@@ -111,6 +111,16 @@ def taskmaster4_judge(goal: Any, messages: list[dict]) -> float:
     return order_success(_goal_items(goal), placed_orders(messages))
 
 
+SWAP_ITEMS = ("latte", "mocha", "cortado", "cappuccino", "macchiato", "chai latte", "matcha latte", "americano", "espresso")
+"""Drinks a wrong-confirmation probe swaps in."""
+
+
+def names_whole_goal(text: str, goal: tuple) -> bool:
+    """Whether ``text`` names every drink and every option of the goal (case-insensitive)."""
+    t = text.lower()
+    return all(g.item in t and all(o in t for o in g.options) for g in goal)
+
+
 def taskmaster4_placed(messages: list[dict]) -> bool:
     """Whether the agent has placed an order in the dialogue so far."""
     return bool(placed_orders(messages))
@@ -163,7 +173,7 @@ class Taskmaster4Probes:
     passed through :func:`~shiftbounds.conversations.records.fold_tool_calls`.
 
     Replies are read with :func:`shiftbounds.llm.dialogue.is_acceptance` and
-    :func:`shiftbounds.llm.sycophancy.names_whole_goal`.
+    :func:`names_whole_goal`.
     """
 
     SHOWN = " [order shown: {order}]"
@@ -172,7 +182,6 @@ class Taskmaster4Probes:
         self.fold = fold  # fold the API calls into the agent's turns, as simulators trained on folded logs read them
 
     def build(self, convs: list[Conversation], *, rng: np.random.Generator) -> ProbeSet:
-        from shiftbounds.llm.sycophancy import SWAP_ITEMS
         from shiftbounds.llm.taskmaster import goal_text
 
         right, wrong, disclosure = [], [], []
@@ -226,6 +235,4 @@ class Taskmaster4Probes:
         return is_acceptance(reply)
 
     def discloses(self, reply: str, goal: Any) -> bool:
-        from shiftbounds.llm.sycophancy import names_whole_goal
-
         return names_whole_goal(reply, _goal_items(goal))

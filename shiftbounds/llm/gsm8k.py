@@ -1,14 +1,15 @@
 """Noisy-teacher distillation on GSM8K with ``transformers`` causal LMs (docs/theory.md §5).
 
 GSM8K (MIT; Cobbe et al. 2021): ``{"question", "answer"}`` per line, the answer a worked solution
-ending in ``#### <number>``. Prompts are ``<q>question<a>``; completions the worked answers.
+ending in ``#### <number>``. A prompt is the question as a user message, rendered by the model's
+chat template (:func:`prompt_messages`); a completion is the worked answer as the assistant's turn.
 
 The noisy teacher is the teacher's next-token law made noisy either by a sampling temperature
 ``t`` (``softmax(logits / t)``; the paper uses ``t`` in {1, 4}) or by an ``eta`` mixture with the
-uniform law over the vocabulary. Students (:data:`METHODS`) use the losses of
-:mod:`shiftbounds.losses`: LogLossBC on teacher samples; OPD-F/R on the student's own samples at
-temperature 1; NAIL-F/R/Mixed on the student's greedy prefixes, with the noised-student loss when
-the noise is an ``eta`` mixture.
+uniform law over the vocabulary. Students (:data:`METHODS`): LogLossBC on teacher samples (TRL's
+``SFTTrainer``); OPD-F/R on the student's own samples at temperature 1 and NAIL-F/R/Mixed on the
+student's greedy prefixes, with the noised-student loss when the noise is an ``eta`` mixture (TRL's
+``DistillationTrainer`` with :func:`on_policy_loss`, :mod:`shiftbounds.llm.distillation`).
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ import torch
 
 from shiftbounds.llm.sampling import sample_batch
 from shiftbounds.llm.taskmaster import default_data_dir
-from shiftbounds.losses import distillation_loss, log_probs, nll, noised_log_probs
+from shiftbounds.losses import distillation_loss, log_probs, noised_log_probs
 
 METHODS = ("bc", "opd-F", "opd-R", "nail-F", "nail-R", "nail-Mixed")
-SPECIALS = ("<q>", "<a>")
+DIVERGENCE = {"F": "forward", "R": "reverse", "Mixed": "mixed"}
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,9 @@ def load_gsm8k(split: str, data_dir: str | Path | None = None, limit: int | None
     return out
 
 
-def prompt_text(p: Problem) -> str:
-    return f"<q>{p.question}<a>"
+def prompt_messages(p: Problem) -> list[dict]:
+    """The prompt of a problem: its question as a user message."""
+    return [{"role": "user", "content": p.question}]
 
 
 @dataclass(frozen=True)
@@ -86,68 +88,35 @@ class NoisyTeacher:
         return noised_log_probs(logits.float() / self.temperature, self.eta)
 
 
-def _encode_prompts(tokenizer, problems: list[Problem], device) -> list[torch.Tensor]:
-    return [torch.tensor([tokenizer.bos_token_id] + list(tokenizer.encode(prompt_text(p))), device=device) for p in problems]
+def on_policy_loss(method: str, student_logits: torch.Tensor, teacher_logits: torch.Tensor, noise: NoisyTeacher,
+                   mask: torch.Tensor, *, mixed_beta: float = 0.5, reduction: str = "token") -> torch.Tensor:
+    """The divergence of an on-policy student (OPD-F/R, NAIL-F/R/Mixed) from the noisy teacher at the
+    prefixes it was given: ``[B, T, V]`` logits, ``mask [B, T]`` over the completion positions. NAIL
+    with an ``eta`` mixture uses the noised student (the known-noise form), OPD the plain student."""
+    if method not in METHODS or method == "bc":
+        raise ValueError(f"method must be an on-policy one of {METHODS[1:]}; got {method!r}")
+    t_logp = noise.log_probs(teacher_logits)
+    s_logits = student_logits.float()
+    noised = method.startswith("nail") and noise.eta > 0
+    s_logp = noised_log_probs(s_logits, noise.eta) if noised else log_probs(s_logits)
+    return distillation_loss(t_logp, s_logp, DIVERGENCE[method.split("-")[1]], beta=mixed_beta, mask=mask, reduction=reduction)
 
 
-def _pad(seqs: list[torch.Tensor], pad: int) -> tuple[torch.Tensor, torch.Tensor]:
-    T = max(len(s) for s in seqs)
-    ids = torch.full((len(seqs), T), pad, dtype=torch.long, device=seqs[0].device)
-    att = torch.zeros_like(ids)
-    for i, s in enumerate(seqs):
-        ids[i, : len(s)] = s
-        att[i, : len(s)] = 1
-    return ids, att
+def prompt_ids(tokenizer, problems: list[Problem]) -> list[list[int]]:
+    """Each problem's chat-templated prompt, ready for the assistant's answer."""
+    return [list(tokenizer.apply_chat_template(prompt_messages(p), add_generation_prompt=True, tokenize=True, return_dict=False))
+            for p in problems]
 
 
 def sample_completions(model, tokenizer, problems: list[Problem], max_new: int, *, temperature: float,
-                       teacher_noise: NoisyTeacher | None = None, generator: torch.Generator | None = None,
-                       device=None) -> list[torch.Tensor]:
+                       teacher_noise: NoisyTeacher | None = None, generator: torch.Generator | None = None) -> list[list[int]]:
     """Completions of the whole batch (:func:`shiftbounds.llm.sampling.sample_batch`: left-padded
     prompts, KV cache): greedy when ``temperature == 0``, sampled at ``temperature`` otherwise, or
     from the noisy teacher's law with ``teacher_noise``. Each completion stops after its first
     end-of-text."""
-    device = device or next(model.parameters()).device
-    prompts = [p.tolist() for p in _encode_prompts(tokenizer, problems, "cpu")]
-    rows = sample_batch(model, prompts, max_new, stop_ids=[tokenizer.eos_token_id], pad_id=tokenizer.pad_token_id,
-                        temperature=1.0 if teacher_noise is not None else temperature,
+    return sample_batch(model, prompt_ids(tokenizer, problems), max_new, stop_ids=[tokenizer.eos_token_id],
+                        pad_id=tokenizer.pad_token_id, temperature=1.0 if teacher_noise is not None else temperature,
                         log_probs=teacher_noise.log_probs if teacher_noise is not None else None, generator=generator)
-    return [torch.tensor(r, dtype=torch.long, device=device) for r in rows]
-
-
-def _completion_batch(tokenizer, problems, completions, device):
-    prompts = _encode_prompts(tokenizer, problems, device)
-    seqs = [torch.cat([p, c]) for p, c in zip(prompts, completions)]
-    ids, att = _pad(seqs, tokenizer.pad_token_id)
-    mask = torch.zeros(ids.shape[0], ids.shape[1] - 1, device=device)
-    for i, (p, c) in enumerate(zip(prompts, completions)):
-        mask[i, len(p) - 1: len(p) - 1 + len(c)] = 1.0  # positions predicting completion tokens
-    return ids, att, mask
-
-
-def student_loss(method: str, student, teacher, tokenizer, problems: list[Problem], noise: NoisyTeacher,
-                 max_new: int, generator: torch.Generator, mixed_beta: float = 0.5) -> torch.Tensor:
-    """One batch's loss for ``method`` (the algorithmic core; see the module docstring)."""
-    if method not in METHODS:
-        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
-    device = next(student.parameters()).device
-    if method == "bc":
-        comps = sample_completions(teacher, tokenizer, problems, max_new, temperature=1.0, teacher_noise=noise,
-                                   generator=generator)
-        ids, att, mask = _completion_batch(tokenizer, problems, comps, device)
-        return nll(student(input_ids=ids, attention_mask=att).logits[:, :-1].float(), ids[:, 1:], mask)
-    student.eval()
-    comps = sample_completions(student, tokenizer, problems, max_new, temperature=1.0 if method.startswith("opd") else 0.0,
-                               generator=generator)
-    student.train()
-    ids, att, mask = _completion_batch(tokenizer, problems, comps, device)
-    with torch.no_grad():
-        t_logp = noise.log_probs(teacher(input_ids=ids, attention_mask=att).logits[:, :-1])
-    s_logits = student(input_ids=ids, attention_mask=att).logits[:, :-1].float()
-    noised = method.startswith("nail") and noise.eta > 0  # the known-noise (noised student) form
-    s_logp = noised_log_probs(s_logits, noise.eta) if noised else log_probs(s_logits)
-    div = {"F": "forward", "R": "reverse", "Mixed": "mixed"}[method.split("-")[1]]
-    return distillation_loss(t_logp, s_logp, div, beta=mixed_beta, mask=mask)
 
 
 @torch.no_grad()
@@ -159,5 +128,5 @@ def exact_match(model, tokenizer, problems: list[Problem], max_new: int, batch: 
     model.eval()
     comps = [c for j in range(0, len(problems), batch)
              for c in sample_completions(model, tokenizer, problems[j: j + batch], max_new, temperature=0.0)]
-    hits = [extract_final(tokenizer.decode(c.tolist())) == p.final for c, p in zip(comps, problems)]
+    hits = [extract_final(tokenizer.decode(c, skip_special_tokens=True)) == p.final for c, p in zip(comps, problems)]
     return sum(hits) / max(1, len(hits))

@@ -40,6 +40,12 @@ def derive_seed(seed: int, *key: Key) -> int:
                .dot(np.array([1, 2**32], dtype=np.uint64)) >> np.uint64(1))
 
 
+def trainer_seed(seed: int, *key: Key) -> int:
+    """:func:`derive_seed` cut to the 32 bits that ``transformers.set_seed`` (and so every TRL
+    trainer's ``seed`` / ``data_seed``) accepts."""
+    return derive_seed(seed, *key) % 2**32
+
+
 def numpy_rng(seed: int, *key: Key) -> np.random.Generator:
     """A NumPy generator for the draw named ``key`` in the run seeded by ``seed``."""
     return np.random.default_rng(np.random.SeedSequence(_entropy(seed, key)))
