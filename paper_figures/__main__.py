@@ -45,9 +45,10 @@ def _full_pipeline(r: dict, out: Path) -> list[Path]:
 
 
 def _real_dialogue(r: dict, out: Path) -> list[Path]:
-    from shiftbounds.figures.text import plot_text_realism, plot_text_sycophancy
+    from shiftbounds.figures.text import plot_paradigm_success, plot_text_realism, plot_text_sycophancy
 
-    return plot_text_realism(r, out / "fig_real_realism_by_turn") + plot_text_sycophancy(r, out / "fig_real_sycophancy")
+    return (plot_text_realism(r, out / "fig_real_realism_by_turn") + plot_text_sycophancy(r, out / "fig_real_sycophancy")
+            + plot_paradigm_success(r, out / "fig_real_paradigms"))
 
 
 # group -> (experiment whose results it draws, the drawing function)
