@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from shiftbounds.conversations import from_hidden_goal, from_taskmaster4
+from shiftbounds.conversations import from_taskmaster4
 from shiftbounds.conversations.measures import (
     discriminator_auc_by_turn,
     nll_by_turn,
@@ -17,19 +17,9 @@ from shiftbounds.conversations.measures import (
     user_turn_nll,
     user_turns,
 )
-from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
-from shiftbounds.conversations.simulators import PERSONA, HiddenGoalUser, OrderingUser, simulator_view
+from shiftbounds.conversations.models import load_chat_model
+from shiftbounds.conversations.simulators import HiddenGoalUser, OrderingUser, simulator_view
 from shiftbounds.conversations.tasks import Taskmaster4Probes, placed_orders, taskmaster4_judge
-from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
-
-
-@pytest.fixture(scope="module")
-def synthetic(tmp_path_factory):
-    prep = prepare_task(make_task("guess_number", 3))
-    convs = from_hidden_goal(prep.task, sample_logs(prep, 120, rng=np.random.default_rng(0)))
-    texts = [m.content for c in convs for m in c.messages] + [PERSONA]
-    base = build_tiny_chat_model(tmp_path_factory.mktemp("m"), texts, vocab_size=300, d_model=32, n_layer=1)
-    return prep, convs, base
 
 
 def test_turn_buckets():

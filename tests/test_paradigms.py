@@ -14,25 +14,14 @@ import numpy as np
 import pytest
 import torch
 
-from shiftbounds.conversations import from_hidden_goal
 from shiftbounds.conversations.calibration import CalibrationConfig, calibrate
-from shiftbounds.conversations.models import METADATA, build_tiny_chat_model, load_chat_model
+from shiftbounds.conversations.models import METADATA, load_chat_model
 from shiftbounds.conversations.paradigms import PARADIGMS, ParadigmConfig, evaluate_agent, grpo_config, train_paradigm
 from shiftbounds.conversations.simulators import HiddenGoalUser, LMUser
 from shiftbounds.conversations.tasks import hidden_goal_judge
-from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
 from shiftbounds.dialogue.tasks import prompted_simulator
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    prep = prepare_task(make_task("guess_number", 3))
-    convs = from_hidden_goal(prep.task, sample_logs(prep, 40, rng=np.random.default_rng(0)))
-    texts = [m.content for c in convs for m in c.messages] + ["You are a helpful assistant."]
-    base = build_tiny_chat_model(tmp_path_factory.mktemp("agent"), texts, vocab_size=300, d_model=32, n_layer=1)
-    return prep, convs, base
 
 
 def _weights(folder):
@@ -40,8 +29,8 @@ def _weights(folder):
     return {k: v.clone() for k, v in model.state_dict().items()}
 
 
-def test_every_paradigm_trains_with_one_config_and_saves_an_agent(setup, tmp_path):
-    prep, convs, base = setup
+def test_every_paradigm_trains_with_one_config_and_saves_an_agent(synthetic, tmp_path):
+    prep, convs, base = synthetic
     def judge(goal, messages):  # the task's reward plus a length term: variance within every group
         return hidden_goal_judge(prep.task)(goal, messages) + 0.1 * len(messages[-2 if messages[-1]["role"] == "user" else -1]["content"])
 
@@ -69,8 +58,8 @@ def test_every_paradigm_trains_with_one_config_and_saves_an_agent(setup, tmp_pat
     assert grpo_config(cfg, tmp_path / "x").to_dict() | {"output_dir": ""} == grpo_config(cfg, tmp_path / "y").to_dict() | {"output_dir": ""}
 
 
-def test_bad_paradigm_inputs_are_named(setup, tmp_path):
-    prep, convs, base = setup
+def test_bad_paradigm_inputs_are_named(synthetic, tmp_path):
+    prep, convs, base = synthetic
     with pytest.raises(ValueError, match=r"batch \(6\) must be a multiple of num_generations \(4\)"):
         ParadigmConfig(batch=6, num_generations=4)
     with pytest.raises(ValueError, match="num_generations >= 2"):
@@ -82,10 +71,10 @@ def test_bad_paradigm_inputs_are_named(setup, tmp_path):
 
 
 @pytest.mark.skipif(shutil.which("accelerate") is None, reason="the accelerate launcher is not installed")
-def test_two_processes_under_accelerate_train_the_same_agent_as_one(setup, tmp_path):
+def test_two_processes_under_accelerate_train_the_same_agent_as_one(synthetic, tmp_path):
     """Interactive RL, 2 steps: one process with 4 dialogues per step, and ``accelerate launch
     --num_processes 2`` (gloo on the CPU) with 2 per process, give the same rewards and weights."""
-    _, _, base = setup
+    _, _, base = synthetic
     worker = str(ROOT / "tests" / "workers" / "grpo_two_processes.py")
     subprocess.run([sys.executable, worker, str(base), str(tmp_path / "one"), "4"], check=True, capture_output=True)
     launch = ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",

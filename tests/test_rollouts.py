@@ -6,11 +6,9 @@ from __future__ import annotations
 import os
 
 import numpy as np
-import pytest
 import torch
 
-from shiftbounds.conversations import from_hidden_goal
-from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
+from shiftbounds.conversations.models import load_chat_model
 from shiftbounds.conversations.rollouts import (
     agent_prompt,
     judge_reward_func,
@@ -22,23 +20,13 @@ from shiftbounds.conversations.rollouts import (
 )
 from shiftbounds.conversations.simulators import HiddenGoalUser, LMUser
 from shiftbounds.conversations.tasks import hidden_goal_judge
-from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
 from shiftbounds.dialogue.tasks import prompted_simulator
 
 os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
 
 
-@pytest.fixture(scope="module")
-def setup(tmp_path_factory):
-    prep = prepare_task(make_task("guess_number", 3))
-    convs = from_hidden_goal(prep.task, sample_logs(prep, 40, rng=np.random.default_rng(0)))
-    texts = [m.content for c in convs for m in c.messages] + ["You are the agent."]
-    base = build_tiny_chat_model(tmp_path_factory.mktemp("agent"), texts, vocab_size=300, d_model=32, n_layer=1)
-    return prep, convs, base
-
-
-def test_env_mask_marks_exactly_the_agent_tokens(setup):
-    prep, convs, base = setup
+def test_env_mask_marks_exactly_the_agent_tokens(synthetic):
+    prep, convs, base = synthetic
     model, tok = load_chat_model(base)
     user = HiddenGoalUser(prep.task, prompted_simulator(0.3, 0.2))
     out = rollout_dialogue(model, tok, agent_prompt("You are the agent.", convs[0].id), convs[0].goal, user,
@@ -60,13 +48,13 @@ def test_env_mask_marks_exactly_the_agent_tokens(setup):
     assert again["completion_ids"] == out["completion_ids"]  # seeded: the same dialogue
 
 
-def test_judge_reward_reaches_the_trainer_and_moves_the_agent(setup, tmp_path):
+def test_judge_reward_reaches_the_trainer_and_moves_the_agent(synthetic, tmp_path):
     """GRPO with the rollout: the trainer's logged reward is the judge's, and a reward with
     variance changes the weights; one GRPOConfig shape serves Interactive and Static Context RL."""
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    prep, convs, base = setup
+    prep, convs, base = synthetic
     goals = {c.id: c.goal for c in convs[:8]}
     given = []
 
@@ -102,10 +90,10 @@ def test_judge_reward_reaches_the_trainer_and_moves_the_agent(setup, tmp_path):
     assert [h["reward"] for h in static.state.log_history if "reward" in h]
 
 
-def test_batched_dialogues_equal_one_at_a_time(setup):
+def test_batched_dialogues_equal_one_at_a_time(synthetic):
     """Dialogues rolled out together (agent turns and LM-user replies batched) are the dialogues
     rolled out alone: each draws from its own seed."""
-    prep, convs, base = setup
+    prep, convs, base = synthetic
     model, tok = load_chat_model(base)
     user = LMUser(model, tok, max_new_tokens=4)
     judge = hidden_goal_judge(prep.task)

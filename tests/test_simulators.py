@@ -9,21 +9,11 @@ import numpy as np
 import pytest
 import torch
 
-from shiftbounds.conversations import Conversation, Message, from_hidden_goal
+from shiftbounds.conversations import Conversation, Message
 from shiftbounds.conversations.calibration import CalibrationConfig, calibrate, sft_trainer, user_turn_examples
-from shiftbounds.conversations.models import METADATA, build_tiny_chat_model, load_chat_model
+from shiftbounds.conversations.models import METADATA, load_chat_model
 from shiftbounds.conversations.simulators import HiddenGoalUser, LMUser, OrderingUser, UserSimulator, simulator_view
-from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
 from shiftbounds.dialogue.tasks import memory_user, prompted_simulator
-
-
-@pytest.fixture(scope="module")
-def synthetic(tmp_path_factory):
-    prep = prepare_task(make_task("guess_number", 3))
-    convs = from_hidden_goal(prep.task, sample_logs(prep, 60, rng=np.random.default_rng(0)))
-    texts = [m.content for c in convs for m in c.messages] + ["You are a user talking to an assistant. Your goal:"]
-    base = build_tiny_chat_model(tmp_path_factory.mktemp("base"), texts, vocab_size=300, d_model=32, n_layer=1)
-    return prep, convs, base
 
 
 def test_simulator_view_flips_roles_and_hides_tools():
