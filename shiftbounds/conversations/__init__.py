@@ -3,11 +3,20 @@
 
 * :mod:`~shiftbounds.conversations.records` — the JSONL / ``datasets.Dataset`` record format
   ``{"id", "goal", "messages": [{"role", "content"}]}``, validated at the boundary, with converters
-  from Taskmaster-4, Taskmaster-3 and the synthetic hidden-goal tasks;
-* :mod:`~shiftbounds.conversations.simulators` — the ``UserSimulator`` protocol and its kinds;
-* :mod:`~shiftbounds.conversations.models` — chat models from the Hub or a folder, tiny ones offline;
-* :mod:`~shiftbounds.conversations.calibration` — calibrating a simulator with TRL's ``SFTTrainer``;
-* :mod:`~shiftbounds.conversations.rollouts` — the paradigms on TRL's ``GRPOTrainer``.
+  from Taskmaster-4, Taskmaster-3 and the synthetic hidden-goal tasks, and tool calls folded into
+  the agent's turns;
+* :mod:`~shiftbounds.conversations.simulators` — the ``UserSimulator`` protocol and its kinds
+  (prompted / calibrated LM, explicit, rule-based, rule-corrected), batched replies;
+* :mod:`~shiftbounds.conversations.models` — chat models from the Hub or a folder, tiny ones offline,
+  saved with their metadata;
+* :mod:`~shiftbounds.conversations.calibration` — the SFT stages on TRL's ``SFTTrainer``: calibrating
+  a simulator, the SFT agent, pretraining a base model;
+* :mod:`~shiftbounds.conversations.rollouts` — multi-turn rollouts for TRL's ``GRPOTrainer``;
+* :mod:`~shiftbounds.conversations.paradigms` — the three paradigms with one ``GRPOConfig``, agents
+  saved, paired evaluation;
+* :mod:`~shiftbounds.conversations.measures` — NLL by turn, discriminator AUC by turn, sycophancy;
+* :mod:`~shiftbounds.conversations.tasks` — what a task supplies: judges and probe builders
+  (synthetic tasks, Taskmaster-4).
 """
 
 from shiftbounds.conversations.records import (
