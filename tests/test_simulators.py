@@ -97,3 +97,11 @@ def test_bad_inputs_are_named():
         CalibrationConfig(persona="no goal here")
     with pytest.raises(ValueError, match="no user turn"):
         user_turn_examples([Conversation("x", "g", (Message("assistant", "hi"),))])
+
+
+def test_goal_text_uses_a_goals_own_description():
+    from shiftbounds.conversations.simulators import goal_text
+
+    assert goal_text("3") == "3"
+    assert goal_text({"order": [{"item": "latte"}], "text": "1 latte (iced)"}) == "1 latte (iced)"
+    assert goal_text({"order": [{"item": "latte"}]}) == '{"order": [{"item": "latte"}]}'

@@ -176,8 +176,11 @@ def fold_tool_calls(conv: Conversation) -> Conversation:
 # ------------------------------------------------------------------------------------- converters
 def from_taskmaster4(dialogues) -> list[Conversation]:
     """Taskmaster-4 dialogues (:func:`shiftbounds.llm.taskmaster.load_tm4`) as conversations: the
-    goal is the order (``[{"item", "quantity", "options"}]``), agent turns become ``assistant``
-    messages and each API call a ``tool`` message after its turn."""
+    goal is the order (``{"order": [{"item", "quantity", "options"}], "text": "1 latte (iced)"}``:
+    the structure the judge reads and the description a simulator's persona shows), agent turns
+    become ``assistant`` messages and each API call a ``tool`` message after its turn."""
+    from shiftbounds.llm.taskmaster import goal_text
+
     out = []
     for d in dialogues:
         msgs = []
@@ -186,7 +189,7 @@ def from_taskmaster4(dialogues) -> list[Conversation]:
             msgs.append(Message("user" if role == "user" else "assistant", text))
             msgs += [Message("tool", json.dumps({name: req}, sort_keys=True)) for name, req in cs]
         goal = [{"item": g.item, "quantity": g.quantity, "options": list(g.options)} for g in d.goal]
-        out.append(Conversation(d.dialogue_id, {"order": goal}, tuple(msgs)))
+        out.append(Conversation(d.dialogue_id, {"order": goal, "text": goal_text(d.goal)}, tuple(msgs)))
     return out
 
 

@@ -46,8 +46,14 @@ class UserSimulator(Protocol):
 
 
 def goal_text(goal: Any) -> str:
-    """A goal as persona text: strings as they are, anything else as compact JSON."""
-    return goal if isinstance(goal, str) else json.dumps(goal, sort_keys=True)
+    """A goal as persona text: strings as they are, a mapping with a ``"text"`` entry as that text
+    (a goal that carries its own description, e.g. Taskmaster-4's ``"1 iced latte"``), anything else
+    as compact JSON."""
+    if isinstance(goal, str):
+        return goal
+    if isinstance(goal, dict) and isinstance(goal.get("text"), str):
+        return goal["text"]
+    return json.dumps(goal, sort_keys=True)
 
 
 def simulator_view(messages: list[dict], goal: Any, persona: str = PERSONA) -> list[dict]:
