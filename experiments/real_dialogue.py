@@ -22,7 +22,9 @@ Stages (each saved under ``--out-dir``/stages and skipped on a rerun):
    Calibrated Interactive RL, all with one ``GRPOConfig``, paid by goal success (the order placed
    is exactly the goal's); every agent is evaluated against two evaluation users — the held-out user
    model, and the same model with a rule that rejects a wrong order it would accept — and against
-   its training simulator (the sim-to-real gap).
+   its training simulator (the sim-to-real gap); a third evaluation user opens with the held-out
+   dialogue's logged human request and continues as the rule-corrected model, which measures what
+   the agents do with a real request even where the user models cannot state one.
 
 Outputs: ``results.json``, ``results.md``, ``runs.csv`` (every agent, seed and evaluation user),
 ``paired.csv`` (per-seed paired differences with 95 % intervals), ``per_turn.csv``, figures
@@ -47,7 +49,8 @@ from shiftbounds.conversations.calibration import CalibrationConfig, TrainingCon
 from shiftbounds.conversations.measures import discriminator_auc_by_turn, nll_by_turn, sycophancy_report
 from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
 from shiftbounds.conversations.paradigms import SYSTEM, ParadigmConfig, evaluate_agent, train_paradigm
-from shiftbounds.conversations.simulators import CorrectedUser, LMUser, OrderingUser
+from shiftbounds.conversations.records import Conversation
+from shiftbounds.conversations.simulators import CorrectedUser, LMUser, LoggedOpeningUser, OrderingUser
 from shiftbounds.conversations.tasks import (
     Taskmaster4Probes,
     load_taskmaster,
@@ -68,7 +71,9 @@ from shiftbounds.utils.stats import mean_ci, paired_difference
 ARMS = {"static": ("static", None), "interactive_rule": ("interactive", "rule-based"),
         "interactive_prompted": ("interactive", "prompted"), "calibrated": ("calibrated", "calibrated")}
 """Each RL arm: its paradigm and the simulator it trains against."""
-EVAL_USERS = ("held-out user model", "held-out user model + wrong-order rule")
+EVAL_USERS = ("held-out user model", "held-out user model + wrong-order rule", "logged opening, then held-out model + rule")
+"""The evaluation users: the held-out user model, the same with the wrong-order rule, and the latter
+after the held-out dialogue's logged human opening (a real request, whatever the model would say)."""
 
 
 @dataclass(frozen=True)
@@ -165,12 +170,14 @@ def _users(cfg: RealDialogueConfig, folders: dict[str, Path]) -> dict:
     """The simulators and evaluation users, each loaded once (clones share the weights)."""
     kw = dict(max_new_tokens=cfg.user_new, stop=taskmaster4_stop)
     held = LMUser.from_pretrained(folders["user_heldout"], name="held-out user model", **kw)
-    return {"rule-based": OrderingUser(cfg.accept_wrong, cfg.leak),
+    users = {"rule-based": OrderingUser(cfg.accept_wrong, cfg.leak),
             "prompted": LMUser.from_pretrained(folders["base"], name="prompted", **kw),
             "calibrated": LMUser.from_pretrained(folders["user_calibrated"], **kw),
             EVAL_USERS[0]: held,
             EVAL_USERS[1]: CorrectedUser(held, judge=taskmaster4_judge, placed=taskmaster4_placed, accepts=is_acceptance,
                                          correction=taskmaster4_correction, name=EVAL_USERS[1])}
+    users[EVAL_USERS[2]] = LoggedOpeningUser(users[EVAL_USERS[1]], name=EVAL_USERS[2])
+    return users
 
 
 def _factory(user):
@@ -229,13 +236,14 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     def sycophancy() -> dict:
         builder = Taskmaster4Probes(fold=True)
         probes = builder.build(probe_convs, rng=numpy_rng(cfg.seed, "probes"))
-        who = {"people (logged replies)": None, **{k: users[k] for k in ("rule-based", "prompted", "calibrated", *EVAL_USERS)}}
+        who = {"people (logged replies)": None, **{k: users[k] for k in ("rule-based", "prompted", "calibrated", *EVAL_USERS[:2])}}
         return {name: sycophancy_report(u, probes, builder, seed=derive_seed(cfg.seed, "sycophancy")) for name, u in who.items()}
 
     measures = {"realism": st.json("realism", realism), "discriminator": st.json("discriminator", discriminators),
                 "sycophancy": st.json("sycophancy", sycophancy)}
     prog.update(note="realism, discriminators, sycophancy")
-    eval_convs = held[: cfg.n_eval]
+    # each held-out goal also carries its dialogue's logged opening (read only by the logged-opening user)
+    eval_convs = [Conversation(c.id, {**c.goal, "opening": next(m.content for m in c.messages if m.role == "user")}, c.messages) for c in held[: cfg.n_eval]]
 
     def evaluate(folder: Path, user_names, seed: int) -> dict:
         model, tok = load_chat_model(folder)

@@ -105,3 +105,24 @@ def test_goal_text_uses_a_goals_own_description():
     assert goal_text("3") == "3"
     assert goal_text({"order": [{"item": "latte"}], "text": "1 latte (iced)"}) == "1 latte (iced)"
     assert goal_text({"order": [{"item": "latte"}]}) == '{"order": [{"item": "latte"}]}'
+
+
+def test_logged_opening_user_opens_with_the_log_then_defers(synthetic):
+    from shiftbounds.conversations.simulators import CorrectedUser, LoggedOpeningUser, respond_all
+
+    prep, convs, base = synthetic
+    model, tok = load_chat_model(base)
+    lm = LMUser(model, tok, max_new_tokens=3)
+    goal = {"order": "x", "opening": "one latte please"}
+    user = LoggedOpeningUser(CorrectedUser(lm, judge=lambda g, m: 0.0, placed=lambda m: True, accepts=lambda r: True,
+                                           correction=lambda g: "no!"))
+    user.reset(goal, seed=0)
+    assert user.respond([]) == ("one latte please", False)
+    later = [{"role": "user", "content": "one latte please"}, {"role": "assistant", "content": "hot?"}]
+    assert user.respond(later) == ("no!", False)  # the inner corrected LM user answers, the rule applies
+    a, b = user.clone(), user.clone()
+    a.reset(goal, seed=0)
+    b.reset(goal, seed=0)
+    assert respond_all([a, b], [[], later]) == [("one latte please", False), ("no!", False)]
+    with pytest.raises(ValueError, match="needs a goal with an 'opening'"):
+        user.reset("3")

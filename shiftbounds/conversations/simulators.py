@@ -134,6 +134,13 @@ class LMUser:
         return (id(self.model), self.max_new_tokens, self.temperature)
 
 
+def _batched_inner(sim, history: list[dict]):
+    """The simulator whose LM reply ``sim`` passes on (a wrapper's inner LM user), else ``sim``."""
+    if isinstance(sim, LoggedOpeningUser):
+        return sim if not history else _batched_inner(sim.inner, history)
+    return _batched_inner(sim.inner, history) if isinstance(sim, CorrectedUser) else sim
+
+
 def respond_all(simulators: Sequence[UserSimulator], histories: Sequence[list[dict]]) -> list[tuple[str, bool]]:
     """Every simulator's ``respond`` to its own history, with :class:`LMUser` replies that share a
     model sampled in one batch. Each reply's draws come from its simulator's (seed, call index), so
@@ -142,7 +149,7 @@ def respond_all(simulators: Sequence[UserSimulator], histories: Sequence[list[di
 
     out: list[tuple[str, bool] | None] = [None] * len(simulators)
     groups: dict[tuple, list[int]] = {}
-    inners = [sim.inner if isinstance(sim, CorrectedUser) else sim for sim in simulators]
+    inners = [_batched_inner(sim, h) for sim, h in zip(simulators, histories)]
     for i, sim in enumerate(inners):
         if isinstance(sim, LMUser):
             groups.setdefault(sim._batch_key(), []).append(i)
@@ -159,8 +166,9 @@ def respond_all(simulators: Sequence[UserSimulator], histories: Sequence[list[di
             u._calls += 1
             reply = tok.decode(row, skip_special_tokens=True).strip()
             out[i] = (reply, u.done_marker in reply or (u.stop is not None and u.stop(reply, histories[i])))
-            if isinstance(simulators[i], CorrectedUser):
-                out[i] = simulators[i].correct(histories[i], out[i])
+            outer = simulators[i].inner if isinstance(simulators[i], LoggedOpeningUser) else simulators[i]
+            if isinstance(outer, CorrectedUser):
+                out[i] = outer.correct(histories[i], out[i])
     return out
 
 
@@ -273,3 +281,27 @@ class CorrectedUser:
         if self.placed(messages) and self.judge(self.goal, messages) < 1 and self.accepts(reply):
             return self.correction(self.goal), False
         return reply, done
+
+
+class LoggedOpeningUser:
+    """A user simulator that opens with a logged person's first message — the goal's ``"opening"``
+    entry — and answers every later turn with ``inner``. It separates what an agent does with a real
+    request from whether a simulator can state one."""
+
+    def __init__(self, inner: UserSimulator, *, name: str = "logged opening") -> None:
+        self.inner, self.name = inner, name
+        self.goal = None
+
+    def clone(self) -> LoggedOpeningUser:
+        return LoggedOpeningUser(self.inner.clone() if hasattr(self.inner, "clone") else self.inner, name=self.name)
+
+    def reset(self, goal: Any, *, seed: int | None = None) -> None:
+        if not isinstance(goal, dict) or not isinstance(goal.get("opening"), str):
+            raise ValueError(f"a logged-opening user needs a goal with an 'opening' string; got {goal!r}")
+        self.goal = goal
+        self.inner.reset(goal, seed=seed)
+
+    def respond(self, messages: list[dict]) -> tuple[str, bool]:
+        if not messages:
+            return self.goal["opening"], False
+        return self.inner.respond(messages)
