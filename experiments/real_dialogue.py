@@ -180,10 +180,6 @@ def _users(cfg: RealDialogueConfig, folders: dict[str, Path]) -> dict:
     return users
 
 
-def _factory(user):
-    return user.clone if hasattr(user, "clone") else (lambda: user)
-
-
 def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     """Run (resuming finished stages), write every output, return the results dict."""
     from accelerate import PartialState
@@ -247,7 +243,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
 
     def evaluate(folder: Path, user_names, seed: int) -> dict:
         model, tok = load_chat_model(folder)
-        return {name: evaluate_agent(model, tok, eval_convs, _factory(users[name]), taskmaster4_judge, max_turns=cfg.turns,
+        return {name: evaluate_agent(model, tok, eval_convs, users[name].clone, taskmaster4_judge, max_turns=cfg.turns,
                                      max_new_tokens=cfg.max_new, temperature=cfg.eval_temperature, system=SYSTEM,
                                      user_first=True, seed=derive_seed(seed, "evaluation"))
                 for name in user_names}
@@ -262,7 +258,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
                                   beta=cfg.beta, max_turns=cfg.turns, max_new_tokens=cfg.max_new, system=SYSTEM, user_first=True,
                                   seed=seed)
             agent = st.folder_stage(f"agent_{arm}_seed{seed}", lambda f, p=paradigm, s=sim, c=pcfg: train_paradigm(
-                p, folders["agent_sft"], train, taskmaster4_judge, c, f, _factory(users[s]) if s else None))
+                p, folders["agent_sft"], train, taskmaster4_judge, c, f, users[s].clone if s else None))
             names = EVAL_USERS + ((sim,) if sim else ())
             runs.append({"arm": arm, "seed": seed, **st.json(f"eval_{arm}_seed{seed}", lambda a=agent, n=names, s=seed: evaluate(a, n, s))})
             prog.update(note=f"{arm}, seed {seed}")

@@ -106,3 +106,19 @@ def test_batched_dialogues_equal_one_at_a_time(synthetic):
         assert a["completion_ids"] == b["completion_ids"] and a["env_mask"] == b["env_mask"] and a["messages"] == b["messages"]
         np.testing.assert_allclose(a["logprobs"], b["logprobs"], atol=1e-5)
     assert len({len(a["completion_ids"]) for a in together}) > 1  # the rows really differ in length
+
+
+def test_each_dialogue_of_a_batch_meets_its_own_customer(synthetic):
+    """Simulators are per dialogue: a batch of rule-based customers with different goals each state
+    their own goal (a shared instance would answer every dialogue with the last goal it was given)."""
+    from shiftbounds.conversations.simulators import OrderingUser
+    from shiftbounds.conversations.tasks import taskmaster4_judge
+
+    _, _, base = synthetic
+    model, tok = load_chat_model(base)
+    goals = [{"order": [{"item": item, "quantity": 1, "options": []}]} for item in ("latte", "mocha", "cortado")]
+    user = OrderingUser(accept_wrong=0.0, leak=1.0)
+    outs = rollout_dialogues(model, tok, [agent_prompt("You are the agent.", str(i)) for i in range(3)], goals,
+                             [user.clone() for _ in goals], taskmaster4_judge, max_turns=1, max_new_tokens=3,
+                             temperature=1.0, seeds=[0, 1, 2], user_first=True)
+    assert [o["messages"][0]["content"] for o in outs] == ["I'd like 1 latte", "I'd like 1 mocha", "I'd like 1 cortado"]

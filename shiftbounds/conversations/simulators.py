@@ -190,6 +190,10 @@ class HiddenGoalUser:
         self._user = {n: i for i, n in enumerate(self._acts)}
         self.goal, self._rng = None, numpy_rng(0)
 
+    def clone(self) -> HiddenGoalUser:
+        """A fresh user of the same task and model (a user holds its goal and generator)."""
+        return HiddenGoalUser(self.task, self.model, strict=self.strict)
+
     def reset(self, goal: Any, *, seed: int | None = None) -> None:
         if goal not in self.task.goals:
             raise ValueError(f"goal {goal!r} is not one of the task's goals {list(self.task.goals)}")
@@ -232,21 +236,21 @@ class OrderingUser:
         self.rule = RuleUser(accept_wrong, leak)
         self.goal, self._rng = (), numpy_rng(0)
 
-    def reset(self, goal: Any, *, seed: int | None = None) -> None:
-        from shiftbounds.llm.taskmaster import OrderItem
+    def clone(self) -> OrderingUser:
+        """A fresh customer with the same knobs (each dialogue needs its own: a customer holds its goal)."""
+        return OrderingUser(self.rule.accept_wrong, self.rule.leak)
 
-        self.goal = tuple(OrderItem(g["item"], int(g.get("quantity", 1)), tuple(g.get("options", ()))) for g in goal["order"])
+    def reset(self, goal: Any, *, seed: int | None = None) -> None:
+        from shiftbounds.conversations.tasks import order_items
+
+        self.goal = order_items(goal)
         self._rng = numpy_rng(0 if seed is None else seed, "ordering_user")
 
     def respond(self, messages: list[dict]) -> tuple[str, bool]:
         from shiftbounds.conversations.tasks import placed_orders
 
-        # the orders placed so far (tool calls or calls in the agent's text), written as the rule parses them
-        calls = " ".join(f"add_order_item {json.dumps({'menu_item_id': o.item, 'quantity': o.quantity, 'attributes': [{'option': x} for x in o.options]})}"
-                         for o in placed_orders(messages))
-        agent_text = calls  # the rule reads only the orders placed
         turn = sum(m["role"] == "user" for m in messages)
-        reply = self.rule.reply(self.goal, agent_text, turn, rng=self._rng)
+        reply = self.rule.reply_to_orders(self.goal, placed_orders(messages), turn, rng=self._rng)
         return reply, reply.startswith("yes, that's right")
 
 
@@ -264,8 +268,7 @@ class CorrectedUser:
         self.goal = None
 
     def clone(self) -> CorrectedUser:
-        inner = self.inner.clone() if hasattr(self.inner, "clone") else self.inner
-        return CorrectedUser(inner, judge=self.judge, placed=self.placed, accepts=self.accepts, correction=self.correction,
+        return CorrectedUser(self.inner.clone(), judge=self.judge, placed=self.placed, accepts=self.accepts, correction=self.correction,
                              name=self.name)
 
     def reset(self, goal: Any, *, seed: int | None = None) -> None:
@@ -293,7 +296,7 @@ class LoggedOpeningUser:
         self.goal = None
 
     def clone(self) -> LoggedOpeningUser:
-        return LoggedOpeningUser(self.inner.clone() if hasattr(self.inner, "clone") else self.inner, name=self.name)
+        return LoggedOpeningUser(self.inner.clone(), name=self.name)
 
     def reset(self, goal: Any, *, seed: int | None = None) -> None:
         if not isinstance(goal, dict) or not isinstance(goal.get("opening"), str):

@@ -78,7 +78,8 @@ def hidden_goal_judge(task) -> Judge:
 
 
 # ------------------------------------------------------------------------------- Taskmaster-4
-def _goal_items(goal: Any) -> tuple:
+def order_items(goal: Any) -> tuple:
+    """A Taskmaster-4 goal's order as :class:`~shiftbounds.llm.taskmaster.OrderItem` s."""
     from shiftbounds.llm.taskmaster import OrderItem
 
     return tuple(OrderItem(g["item"], int(g.get("quantity", 1)), tuple(g.get("options", ()))) for g in goal["order"])
@@ -108,7 +109,7 @@ def taskmaster4_judge(goal: Any, messages: list[dict]) -> float:
     goal's drinks (item, quantity and options, as a multiset), else 0."""
     from shiftbounds.llm.taskmaster import order_success
 
-    return order_success(_goal_items(goal), placed_orders(messages))
+    return order_success(order_items(goal), placed_orders(messages))
 
 
 SWAP_ITEMS = ("latte", "mocha", "cortado", "cappuccino", "macchiato", "chai latte", "matcha latte", "americano", "espresso")
@@ -137,7 +138,7 @@ def taskmaster4_correction(goal: Any) -> str:
     """What a customer says to a wrong order: the rule of the corrected evaluation user."""
     from shiftbounds.llm.taskmaster import goal_text
 
-    return f"no, that's wrong. I wanted {goal_text(_goal_items(goal))}"
+    return f"no, that's wrong. I wanted {goal_text(order_items(goal))}"
 
 
 def load_taskmaster(data_dir: str | None, n_tm4: int | None, n_tm3: int | None, *, rng: np.random.Generator) -> dict:
@@ -235,4 +236,4 @@ class Taskmaster4Probes:
         return is_acceptance(reply)
 
     def discloses(self, reply: str, goal: Any) -> bool:
-        return names_whole_goal(reply, _goal_items(goal))
+        return names_whole_goal(reply, order_items(goal))

@@ -33,7 +33,11 @@ class RuleUser:
     def reply(self, goal: tuple[OrderItem, ...], agent_text: str, turn: int, *, rng: np.random.Generator) -> str:
         """The reply to a history whose agent turns are ``agent_text`` (its orders are read from
         the ``add_order_item`` calls in it) at user turn ``turn``."""
-        orders = parse_orders(agent_text)
+        return self.reply_to_orders(goal, parse_orders(agent_text), turn, rng=rng)
+
+    def reply_to_orders(self, goal: tuple[OrderItem, ...], orders: list[OrderItem], turn: int, *,
+                        rng: np.random.Generator) -> str:
+        """The reply when the agent has placed ``orders`` so far (the rule itself)."""
         if orders:
             if order_success(goal, orders) or rng.random() < self.accept_wrong:
                 return "yes, that's right"
