@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from shiftbounds.conversations.models import chat_ids
 from shiftbounds.conversations.records import Conversation
 from shiftbounds.conversations.simulators import PERSONA, UserSimulator, respond_all, simulator_view
 from shiftbounds.conversations.tasks import Probe, ProbeBuilder, ProbeSet
@@ -70,10 +71,6 @@ def user_turns(convs: Sequence[Conversation], *, after_agent: bool = False) -> l
     return out
 
 
-def _render(tokenizer, messages: list[dict], generation_prompt: bool) -> list[int]:
-    return list(tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=True, return_dict=False))
-
-
 @torch.no_grad()
 def user_turn_nll(model, tokenizer, turns: Sequence[UserTurn], *, persona: str = PERSONA, batch: int = 8,
                   max_len: int = 1024) -> np.ndarray:
@@ -82,8 +79,8 @@ def user_turn_nll(model, tokenizer, turns: Sequence[UserTurn], *, persona: str =
     rows = []
     for u in turns:
         view = simulator_view(u.history, u.conversation.goal, persona)
-        prompt = _render(tokenizer, view, True)
-        full = _render(tokenizer, view + [{"role": "assistant", "content": u.text}], False)
+        prompt = chat_ids(tokenizer, view, True)
+        full = chat_ids(tokenizer, view + [{"role": "assistant", "content": u.text}], False)
         if full[: len(prompt)] != prompt:
             raise ValueError("the chat template does not render a conversation's prefix as a prefix of the whole")
         target = full[len(prompt):][: max_len - 1]

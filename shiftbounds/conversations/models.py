@@ -66,6 +66,12 @@ def save_chat_model(model, tokenizer, folder: str | Path, metadata: dict) -> Pat
     return folder
 
 
+def chat_ids(tokenizer, messages: list[dict], generation_prompt: bool) -> list[int]:
+    """Token ids of ``messages`` rendered by the tokenizer's chat template (with the assistant's
+    generation prompt when ``generation_prompt``)."""
+    return list(tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=True, return_dict=False))
+
+
 def load_chat_model(name_or_path: str | Path, *, device: str | torch.device = "cpu"):
     """``(model, tokenizer)`` from a Hub id or a local folder (``from_pretrained``); the tokenizer
     must carry a chat template, and gets a pad token (its EOS) when it has none.

@@ -86,19 +86,15 @@ class ParadigmConfig:
 
 def grpo_config(cfg: ParadigmConfig, output_dir: str | Path):
     """The ``trl.GRPOConfig`` every paradigm trains with."""
+    import torch
     from trl import GRPOConfig
 
     return GRPOConfig(output_dir=str(output_dir), max_steps=cfg.steps, per_device_train_batch_size=cfg.batch,
                       num_generations=cfg.num_generations, learning_rate=cfg.lr, beta=cfg.beta,
                       max_completion_length=cfg.max_new_tokens, temperature=cfg.temperature, seed=cfg.seed,
                       data_seed=cfg.seed, report_to=[], logging_steps=1, save_strategy="no", bf16=False, fp16=False,
-                      disable_tqdm=True, dataloader_num_workers=0, use_cpu=not _cuda(), gradient_checkpointing=False)
-
-
-def _cuda() -> bool:
-    import torch
-
-    return torch.cuda.is_available()
+                      disable_tqdm=True, dataloader_num_workers=0, use_cpu=not torch.cuda.is_available(),
+                      gradient_checkpointing=False)
 
 
 def paradigm_trainer(paradigm: str, agent: str | Path, convs: Sequence[Conversation], judge: Judge, cfg: ParadigmConfig,

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from shiftbounds.conversations.models import chat_ids
 from shiftbounds.conversations.simulators import UserSimulator, respond_all
 from shiftbounds.conversations.tasks import Judge
 from shiftbounds.utils.seeding import derive_seed, torch_generator
@@ -44,13 +45,9 @@ def _key(prompt: list[dict]) -> str:
     return text[start + len("[conversation "): -1]
 
 
-def _render(tokenizer, messages: list[dict], generation_prompt: bool) -> list[int]:
-    return list(tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=True, return_dict=False))
-
-
 def _user_block(tokenizer, messages: list[dict]) -> list[int]:
     """The tokens the template adds for the last (user) message and the next generation prompt."""
-    before, after = _render(tokenizer, messages[:-1], False), _render(tokenizer, messages, True)
+    before, after = chat_ids(tokenizer, messages[:-1], False), chat_ids(tokenizer, messages, True)
     if after[: len(before)] != before:
         raise ValueError("the chat template does not render a conversation's prefix as a prefix of the whole; "
                          "multi-turn rollouts need a prefix-stable template")
@@ -79,7 +76,7 @@ def rollout_dialogues(model, tokenizer, prompts: Sequence[list[dict]], goals: Se
     if user_first:
         for i, (opening, _) in enumerate(respond_all(simulators, [[] for _ in range(n)])):
             messages[i].append({"role": "user", "content": opening})
-    prompt_ids = [_render(tokenizer, list(p) + messages[i], True) for i, p in enumerate(prompts)]
+    prompt_ids = [chat_ids(tokenizer, list(p) + messages[i], True) for i, p in enumerate(prompts)]
     was_training = model.training
     model.eval()
     open_ = list(range(n))

@@ -110,13 +110,13 @@ class LMUser:
         """The token ids the model reads before its reply; a history too long for the model's
         positions (less the reply's) loses its oldest turns, never the persona and goal."""
         view = simulator_view(messages, self.goal, self.persona)
-        render = lambda msgs, gen: list(self.tokenizer.apply_chat_template(msgs, add_generation_prompt=gen, tokenize=True,  # noqa: E731
-                                                                           return_dict=False))
-        ids = render(view, True)
+        from shiftbounds.conversations.models import chat_ids
+
+        ids = chat_ids(self.tokenizer, view, True)
         config = self.model.config
         limit = (getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None) or 10**9) - self.max_new_tokens
         if len(ids) > limit:
-            head = render(view[:1], False)
+            head = chat_ids(self.tokenizer, view[:1], False)
             ids = head + ids[len(ids) - (limit - len(head)):]
         return ids
 

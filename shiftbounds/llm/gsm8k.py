@@ -104,8 +104,9 @@ def on_policy_loss(method: str, student_logits: torch.Tensor, teacher_logits: to
 
 def prompt_ids(tokenizer, problems: list[Problem]) -> list[list[int]]:
     """Each problem's chat-templated prompt, ready for the assistant's answer."""
-    return [list(tokenizer.apply_chat_template(prompt_messages(p), add_generation_prompt=True, tokenize=True, return_dict=False))
-            for p in problems]
+    from shiftbounds.conversations.models import chat_ids
+
+    return [chat_ids(tokenizer, prompt_messages(p), True) for p in problems]
 
 
 def sample_completions(model, tokenizer, problems: list[Problem], max_new: int, *, temperature: float,
