@@ -8,8 +8,9 @@ Stages (each saved under ``--out-dir``/stages and skipped on a rerun):
 1. **data** — Taskmaster-4 and Taskmaster-3 as conversations, the agent's API calls folded into its
    turns, split by dialogue into train / calibration / held-out;
 2. **base** — a byte-level BPE tokenizer trained on the two corpora's train splits and a small
-   GPT-2 pretrained on their dialogues (both roles, API calls included), saved as a Hugging Face
-   folder from which every simulator and agent starts (or ``--base-model``: any local chat model);
+   GPT-2 pretrained on their dialogues (both roles, API calls included; with ``--goal-annotated``
+   each Taskmaster-4 dialogue also once led by its user's goal), saved as a Hugging Face folder from
+   which every simulator and agent starts (or ``--base-model``: any local chat model);
 3. **user models** — the calibrated simulator (SFT on the train split's user turns), the held-out
    user model (the same SFT on the *held-out* split: a model of people the agents never met), the
    Taskmaster-3 calibrated simulator; the prompted simulator is the base model with a persona
@@ -45,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from shiftbounds.conversations.calibration import CalibrationConfig, TrainingConfig, calibrate, pretrain, sft_agent
+from shiftbounds.conversations.calibration import GOAL_HEADER, CalibrationConfig, TrainingConfig, calibrate, pretrain, sft_agent
 from shiftbounds.conversations.measures import discriminator_auc_by_turn, nll_by_turn, sycophancy_report
 from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
 from shiftbounds.conversations.paradigms import SYSTEM, ParadigmConfig, evaluate_agent, train_paradigm
@@ -89,8 +90,10 @@ class RealDialogueConfig:
     n_layer: int = field(default=4, metadata={"help": "blocks of the corpus-made model"})
     max_len: int = field(default=256, metadata={"help": "tokens per training sequence (Taskmaster-4 dialogues: 179 median, 268 at the 99th percentile)"})
     pretrain_steps: int = field(default=1000, metadata={"help": "pretraining steps of the corpus-made model"})
+    goal_annotated: bool = field(default=True, metadata={"help": "pretrain also on each Taskmaster-4 train dialogue led by its "
+                                                                "user's goal (a header unlike the persona prompt)"})
     sft_steps: int = field(default=500, metadata={"help": "agent SFT steps"})
-    user_steps: int = field(default=300, metadata={"help": "SFT steps of each user model"})
+    user_steps: int = field(default=500, metadata={"help": "SFT steps of each user model"})
     batch: int = field(default=16, metadata={"help": "sequences per pretraining / SFT step"})
     lr: float = field(default=2e-3, metadata={"help": "pretraining learning rate"})
     sft_lr: float = field(default=5e-4, metadata={"help": "SFT learning rate (agent and user models)"})
@@ -198,12 +201,13 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     users_cfg = CalibrationConfig(steps=cfg.user_steps, batch=cfg.batch, lr=cfg.sft_lr, max_length=cfg.max_len, seed=cfg.seed)
 
     def make_base(folder: Path) -> None:
-        texts = [m.content for c in train + tm3_train for m in c.messages] + [SYSTEM, users_cfg.persona]
+        texts = [m.content for c in train + tm3_train for m in c.messages] + [SYSTEM, users_cfg.persona, GOAL_HEADER]
         with tempfile.TemporaryDirectory() as tmp:
             init = build_tiny_chat_model(Path(tmp), texts, vocab_size=cfg.vocab_size, d_model=cfg.d_model, n_layer=cfg.n_layer,
                                          max_len=max(1024, cfg.max_len), seed=derive_seed(cfg.seed, "base"))
             pretrain(train + tm3_train, init, folder, TrainingConfig(steps=cfg.pretrain_steps, batch=cfg.batch, lr=cfg.lr,
-                                                                     max_length=cfg.max_len, seed=cfg.seed))
+                                                                     max_length=cfg.max_len, seed=cfg.seed),
+                     GOAL_HEADER if cfg.goal_annotated else None)
 
     folders = {"base": Path(cfg.base_model) if cfg.base_model else st.folder_stage("base", make_base)}
     prog.update(note="base model")

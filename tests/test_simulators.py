@@ -10,7 +10,14 @@ import pytest
 import torch
 
 from shiftbounds.conversations import Conversation, Message
-from shiftbounds.conversations.calibration import CalibrationConfig, calibrate, sft_trainer, user_turn_examples
+from shiftbounds.conversations.calibration import (
+    GOAL_HEADER,
+    CalibrationConfig,
+    calibrate,
+    dialogue_examples,
+    sft_trainer,
+    user_turn_examples,
+)
 from shiftbounds.conversations.models import METADATA, load_chat_model
 from shiftbounds.conversations.simulators import HiddenGoalUser, LMUser, OrderingUser, UserSimulator, simulator_view
 from shiftbounds.dialogue.tasks import memory_user, prompted_simulator
@@ -90,6 +97,18 @@ def test_calibrate_saves_a_simulator_that_loads_back(synthetic, tmp_path):
     assert not torch.allclose(sim.model(ids).logits, base_model(ids).logits)  # the weights moved
     reloaded = LMUser.from_pretrained(out, max_new_tokens=3)
     torch.testing.assert_close(reloaded.model(ids).logits, sim.model(ids).logits)
+
+
+def test_goal_annotated_pretraining_adds_each_goal_carrying_dialogue_once_led_by_its_goal():
+    msgs = (Message("user", "one latte"), Message("assistant", "done"))
+    convs = [Conversation("a", {"order": [], "text": "1 latte"}, msgs), Conversation("b", None, msgs)]
+    plain = dialogue_examples(convs)
+    assert [len(ex["messages"]) for ex in plain] == [2, 2]
+    annotated = dialogue_examples(convs, GOAL_HEADER)
+    assert annotated[:2] == plain and len(annotated) == 3  # the goal-less dialogue is not annotated
+    assert annotated[2]["messages"] == [{"role": "system", "content": "The user's goal: 1 latte."}, *plain[0]["messages"]]
+    with pytest.raises(ValueError, match="goal_header must contain"):
+        dialogue_examples(convs, "no goal")
 
 
 def test_bad_inputs_are_named():

@@ -8,7 +8,9 @@ prompt). The result is saved with ``save_pretrained`` (model and tokenizer) plus
 ``shiftbounds.json`` (kind, persona, base model, data and training settings), and loads back as a
 simulator with :meth:`~shiftbounds.conversations.simulators.LMUser.from_pretrained`. The SFT agent
 (:func:`sft_agent`: agent turns, loss on the agent's tokens) and a base model made for a corpus
-(:func:`pretrain`: whole conversations, every token) go through the same trainer.
+(:func:`pretrain`: whole conversations, every token; optionally each goal-carrying conversation a
+second time, led by its user's goal, so that the base model learns how a goal shapes what a person
+says) go through the same trainer.
 """
 
 from __future__ import annotations
@@ -20,7 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from shiftbounds.conversations.records import Conversation
-from shiftbounds.conversations.simulators import PERSONA, simulator_view
+from shiftbounds.conversations.simulators import PERSONA, goal_text, simulator_view
+
+GOAL_HEADER = "The user's goal: {goal}."
+"""The system message that leads a goal-annotated pretraining conversation (:func:`dialogue_examples`);
+``{goal}`` is replaced by :func:`~shiftbounds.conversations.simulators.goal_text`. Its wording and its
+roles (the user speaks as ``user``) differ from the simulator's persona prompt, so the base model
+with a persona prompt stays a *prompted* simulator, not one trained on its own view of the logs."""
 
 
 @dataclass(frozen=True)
@@ -84,9 +92,16 @@ def agent_turn_examples(convs: Sequence[Conversation], system: str) -> list[dict
     return out
 
 
-def dialogue_examples(convs: Sequence[Conversation]) -> list[dict[str, Any]]:
-    """Whole conversations (every role, every token trained) for pretraining a base model."""
+def dialogue_examples(convs: Sequence[Conversation], goal_header: str | None = None) -> list[dict[str, Any]]:
+    """Whole conversations (every role, every token trained) for pretraining a base model; with
+    ``goal_header`` (containing ``{goal}``), every conversation with a goal appears a second time led
+    by a system message stating that goal."""
+    if goal_header is not None and "{goal}" not in goal_header:
+        raise ValueError(f"goal_header must contain '{{goal}}' where the goal goes; got {goal_header!r}")
     out = [{"messages": [m.as_dict() for m in c.messages]} for c in convs]
+    if goal_header is not None:
+        out += [{"messages": [{"role": "system", "content": goal_header.format(goal=goal_text(c.goal))},
+                              *(m.as_dict() for m in c.messages)]} for c in convs if c.goal is not None]
     if any(m["role"] == "tool" for ex in out for m in ex["messages"]):
         raise ValueError("fold tool messages into the agent's turns before pretraining (fold_tool_calls)")
     return out
@@ -141,7 +156,11 @@ def sft_agent(convs: Sequence[Conversation], base: str | Path, out_dir: str | Pa
                                                     "n_conversations": len(convs)})
 
 
-def pretrain(convs: Sequence[Conversation], base: str | Path, out_dir: str | Path, cfg: TrainingConfig) -> Path:
-    """Language-model ``base`` on whole conversations (both roles), saved at ``out_dir``: a base model
-    made for the corpus, from which simulators and agents start."""
-    return train_sft(dialogue_examples(convs), base, out_dir, cfg, {"kind": "base", "n_conversations": len(convs)})
+def pretrain(convs: Sequence[Conversation], base: str | Path, out_dir: str | Path, cfg: TrainingConfig,
+             goal_header: str | None = None) -> Path:
+    """Language-model ``base`` on whole conversations (both roles; with ``goal_header``, also each
+    goal-carrying conversation led by its goal, :func:`dialogue_examples`), saved at ``out_dir``: a
+    base model made for the corpus, from which simulators and agents start."""
+    examples = dialogue_examples(convs, goal_header)
+    return train_sft(examples, base, out_dir, cfg, {"kind": "base", "n_conversations": len(convs),
+                                                    "goal_header": goal_header})
