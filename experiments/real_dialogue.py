@@ -274,7 +274,8 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
 
 
 def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict) -> dict:
-    """Success per arm and evaluation user (mean over seeds, 95 % t-interval), the sim-to-real gaps,
+    """Success per arm and evaluation user (mean over seeds, 95 % t-interval), the sim-to-real gaps
+    (success against the training simulator minus against the held-out user model, paired by seed),
     and per-seed paired differences: every RL arm against the SFT agent, Calibrated Interactive RL
     against every other arm."""
     by = {(r["arm"], r["seed"]): r for r in runs}
@@ -288,8 +289,11 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict) -> dict
             row[f"{user} 95% CI"] = f"[{e.low:.3f}, {e.high:.3f}]"
         sim = ARMS.get(arm, (None, None))[1]
         if sim:
-            row["vs training simulator"] = float(np.mean([by[arm, s][sim]["mean"] for s in cfg.seeds]))
-            row["sim-to-real gap"] = row["vs training simulator"] - row[EVAL_USERS[0]]
+            vs_sim = np.array([by[arm, s][sim]["mean"] for s in cfg.seeds])
+            gap = paired_difference(vs_sim, np.array([by[arm, s][EVAL_USERS[0]]["mean"] for s in cfg.seeds]), ("simulator", "held-out"))
+            row["vs training simulator"] = float(vs_sim.mean())
+            row["sim-to-real gap"] = gap["mean"]
+            row["sim-to-real gap 95% CI"] = f"[{gap['low']:.3f}, {gap['high']:.3f}]"
         table.append(row)
     for user in EVAL_USERS:
         pairs = [(a, "sft") for a in ARMS] + [("calibrated", a) for a in ARMS if a != "calibrated"]

@@ -85,6 +85,21 @@ def test_calibration_trains_on_user_turns_only(synthetic, tmp_path):
         assert tok.decode(kept).endswith("<|end|>")
 
 
+def test_training_reports_progress_lines_not_log_dicts(synthetic, tmp_path, capsys):
+    """Trainers print one progress line with step, ETA and loss (on stderr), not TRL's dict per log."""
+    from transformers import PrinterCallback
+
+    prep, convs, base = synthetic
+    model, tok = load_chat_model(base)
+    trainer = sft_trainer(user_turn_examples(convs[:4]), model, tok, CalibrationConfig(steps=2, batch=4), tmp_path)
+    assert not any(isinstance(c, PrinterCallback) for c in trainer.callback_handler.callbacks)
+    trainer.train()
+    out, err = capsys.readouterr()
+    assert "{'loss'" not in out and "'loss':" not in err
+    last = [line for line in err.splitlines() if line.startswith("[SFT]")][-1]
+    assert last.startswith("[SFT] 2/2") and "ETA" in last and "loss " in last, last
+
+
 def test_calibrate_saves_a_simulator_that_loads_back(synthetic, tmp_path):
     prep, convs, base = synthetic
     out = calibrate(convs, base, tmp_path / "sim", CalibrationConfig(steps=3, batch=4, persona="Be the user. Goal: {goal}"))

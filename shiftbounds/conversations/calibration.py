@@ -113,11 +113,14 @@ def sft_trainer(examples: list[dict[str, Any]], model, tokenizer, cfg: TrainingC
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
+    from shiftbounds.utils.progress import attach_progress
+
     args = SFTConfig(output_dir=str(output_dir), max_steps=cfg.steps, per_device_train_batch_size=cfg.batch,
                      learning_rate=cfg.lr, max_length=cfg.max_length, completion_only_loss=True, seed=cfg.seed,
                      data_seed=cfg.seed, save_strategy="no", report_to=[], logging_steps=max(cfg.steps // 10, 1),
                      disable_tqdm=True, bf16=False, fp16=False, dataloader_num_workers=0, gradient_checkpointing=False)
-    return SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=tokenizer)
+    trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=tokenizer)
+    return attach_progress(trainer, "SFT")
 
 
 def train_sft(examples: list[dict[str, Any]], base: str | Path, out_dir: str | Path, cfg: TrainingConfig,

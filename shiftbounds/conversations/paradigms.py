@@ -112,6 +112,7 @@ def paradigm_trainer(paradigm: str, agent: str | Path, convs: Sequence[Conversat
     from trl import GRPOTrainer
 
     from shiftbounds.conversations.models import load_chat_model
+    from shiftbounds.utils.progress import attach_progress
 
     if paradigm not in PARADIGMS:
         raise ValueError(f"paradigm must be one of {PARADIGMS}; got {paradigm!r}")
@@ -120,16 +121,16 @@ def paradigm_trainer(paradigm: str, agent: str | Path, convs: Sequence[Conversat
     args = grpo_config(cfg, output_dir)
     if paradigm == "static":
         ds, goals = static_context_dataset(convs, cfg.system)
-        return GRPOTrainer(model=str(agent), reward_funcs=static_reward_func(goals, judge), args=args, train_dataset=ds,
-                           processing_class=tok)
+        return attach_progress(GRPOTrainer(model=str(agent), reward_funcs=static_reward_func(goals, judge), args=args,
+                                           train_dataset=ds, processing_class=tok), paradigm)
     if simulator_factory is None:
         raise ValueError(f"the {paradigm} paradigm needs a simulator_factory")
     goals = {c.id: c.goal for c in convs}
     rollout = make_rollout_func(goals, simulator_factory, judge, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens,
                                 temperature=cfg.temperature, seed=cfg.seed, user_first=cfg.user_first)
     ds = Dataset.from_list([{"prompt": agent_prompt(cfg.system, c.id)} for c in convs])
-    return GRPOTrainer(model=str(agent), reward_funcs=judge_reward_func, args=args, train_dataset=ds,
-                       processing_class=tok, rollout_func=rollout)
+    return attach_progress(GRPOTrainer(model=str(agent), reward_funcs=judge_reward_func, args=args, train_dataset=ds,
+                                       processing_class=tok, rollout_func=rollout), paradigm)
 
 
 def train_paradigm(paradigm: str, agent: str | Path, convs: Sequence[Conversation], judge: Judge, cfg: ParadigmConfig,

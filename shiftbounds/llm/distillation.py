@@ -102,14 +102,16 @@ def on_policy_trainer(method: str, student: str | Path, teacher: str | Path, pro
     from datasets import Dataset
 
     from shiftbounds.conversations.models import load_chat_model
+    from shiftbounds.utils.progress import attach_progress
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     _, tok = load_chat_model(student)
     tok.padding_side = "left"
     cls = _trl_trainer_class()
-    return cls(model=str(student), teacher_model=str(teacher), method=method, noise=noise,
-               args=distillation_config(method, output_dir, steps=steps, batch=batch, lr=lr, max_new=max_new, seed=seed),
-               train_dataset=Dataset.from_list([{"prompt": prompt_messages(p)} for p in problems]), processing_class=tok)
+    trainer = cls(model=str(student), teacher_model=str(teacher), method=method, noise=noise,
+                  args=distillation_config(method, output_dir, steps=steps, batch=batch, lr=lr, max_new=max_new, seed=seed),
+                  train_dataset=Dataset.from_list([{"prompt": prompt_messages(p)} for p in problems]), processing_class=tok)
+    return attach_progress(trainer, method)
 
 
 def bc_examples(teacher, tokenizer, problems: list[Problem], noise: NoisyTeacher, *, visits: int, max_new: int,
