@@ -108,6 +108,9 @@ class RealDialogueConfig:
     eval_temperature: float = field(default=0.0, metadata={"help": "agent temperature at evaluation (0: greedy)"})
     n_eval: int = field(default=128, metadata={"help": "held-out goals per evaluation"})
     seeds: tuple[int, ...] = field(default=(0, 1, 2), metadata={"help": "RL and evaluation seeds (paired across arms)"})
+    arms: tuple[str, ...] = field(default=tuple(ARMS), metadata={
+        "help": f"RL arms to train and tabulate (any of {', '.join(ARMS)}; empty: the SFT agent and the measurements only)",
+        "resume": False})
     n_probe: int = field(default=552, metadata={"help": "calibration dialogues probed for sycophancy and disclosure"})
     n_disc: int = field(default=300, metadata={"help": "Taskmaster-3 user turns per discriminator split"})
     classifier_steps: int = field(default=200, metadata={"help": "steps of each discriminator"})
@@ -132,6 +135,9 @@ class RealDialogueConfig:
             raise ValueError(f"--accept-wrong and --leak must lie in [0, 1]; got {self.accept_wrong}, {self.leak}")
         if self.eval_temperature < 0:
             raise ValueError(f"--eval-temperature must be >= 0; got {self.eval_temperature}")
+        unknown = [a for a in self.arms if a not in ARMS]
+        if unknown or len(set(self.arms)) != len(self.arms):
+            raise ValueError(f"--arms must be distinct names among {', '.join(ARMS)}; got {','.join(self.arms)}")
         ParadigmConfig(steps=self.rl_steps, batch=self.rl_batch, num_generations=self.num_generations, lr=self.rl_lr,
                        beta=self.beta)  # its own checks, named
 
@@ -193,7 +199,7 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
         guard_resume(out, cfg)
     state.wait_for_everyone()
     st = StageCache(out / "stages", save=state.is_main_process, barrier=state.wait_for_everyone)
-    prog = Progress(7 + len(cfg.seeds) * len(ARMS), "real_dialogue", stream=stream, enabled=state.is_main_process)
+    prog = Progress(7 + len(cfg.seeds) * len(cfg.arms), "real_dialogue", stream=stream, enabled=state.is_main_process)
     data = load_taskmaster(cfg.data_dir or None, cfg.n_dialogues or None, cfg.n_tm3 or None, rng=numpy_rng(cfg.seed, "split"))
     (train, calib, held), (tm3_train, _, tm3_held) = data["tm4"], data["tm3"]
     prog.update(note=f"Taskmaster-4 {len(train)}/{len(calib)}/{len(held)}, Taskmaster-3 {len(tm3_train)}/{len(tm3_held)} dialogues")
@@ -257,7 +263,8 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
         runs.append({"arm": "sft", "seed": seed, **st.json(f"eval_sft_seed{seed}", lambda s=seed: evaluate(folders["agent_sft"], EVAL_USERS, s))})
     prog.update(note="SFT agent evaluated")
     for seed in cfg.seeds:
-        for arm, (paradigm, sim) in ARMS.items():
+        for arm in cfg.arms:
+            paradigm, sim = ARMS[arm]
             pcfg = ParadigmConfig(steps=cfg.rl_steps, batch=cfg.rl_batch, num_generations=cfg.num_generations, lr=cfg.rl_lr,
                                   beta=cfg.beta, max_turns=cfg.turns, max_new_tokens=cfg.max_new, system=SYSTEM, user_first=True,
                                   seed=seed)
@@ -279,7 +286,7 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict) -> dict
     and per-seed paired differences: every RL arm against the SFT agent, Calibrated Interactive RL
     against every other arm."""
     by = {(r["arm"], r["seed"]): r for r in runs}
-    arms = ["sft", *ARMS]
+    arms = ["sft", *cfg.arms]
     table, paired = [], []
     for arm in arms:
         row = {"arm": arm}
@@ -296,7 +303,7 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict) -> dict
             row["sim-to-real gap 95% CI"] = f"[{gap['low']:.3f}, {gap['high']:.3f}]"
         table.append(row)
     for user in EVAL_USERS:
-        pairs = [(a, "sft") for a in ARMS] + [("calibrated", a) for a in ARMS if a != "calibrated"]
+        pairs = [(a, "sft") for a in cfg.arms] + [("calibrated", a) for a in cfg.arms if a != "calibrated" and "calibrated" in cfg.arms]
         for a, b in pairs:
             x = [by[a, s][user]["mean"] for s in cfg.seeds]
             y = [by[b, s][user]["mean"] for s in cfg.seeds]

@@ -165,6 +165,12 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     again = full_pipeline.main(["--task", "taskmaster4", "--preset", "smoke", "--out-dir", str(tmp_path / "r")])
     assert json.loads((stages / "eval_calibrated_seed1.json").read_text()) == saved
     assert again["table"] == res["table"] and again["paired"] == res["paired"]
+    # a subset of the arms is tabulated from the same folder, with its own paired rows
+    sub = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r"), "--arms", "calibrated"])
+    assert [row["arm"] for row in sub["table"]] == ["sft", "calibrated"]
+    assert {p["difference"] for p in sub["paired"]} == {"calibrated - sft"} and sub["table"][1] == res["table"][-1]
+    with pytest.raises(ValueError, match="--arms must be distinct names among static"):
+        real_dialogue.RealDialogueConfig(arms=("static", "reinforce"))
     # saved stages are never mixed with other settings
     with pytest.raises(SystemExit, match=r"error: .*\(sft_steps: saved 3, now 5\)"):
         real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r"), "--sft-steps", "5"])
