@@ -28,7 +28,8 @@ Stages (each saved under ``--out-dir``/stages and skipped on a rerun):
    the agents do with a real request even where the user models cannot state one.
 
 Outputs: ``results.json``, ``results.md``, ``runs.csv`` (every agent, seed and evaluation user),
-``paired.csv`` (per-seed paired differences with 95 % intervals), ``per_turn.csv``, figures
+``paired.csv`` (per-seed paired differences with 95 % intervals), ``training.csv`` (each GRPO run's
+training reward, first and last quarter), ``per_turn.csv``, figures
 ``realism_by_turn``, ``sycophancy``, ``paradigms`` (PNG and PDF), ``config.json``, ``timings.json``.
 ``--estimate-only`` prints the device memory each stage needs, from the model's config, before any
 weights are loaded (:mod:`shiftbounds.llm.memory`).
@@ -39,6 +40,7 @@ only the main one writes).
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
@@ -48,7 +50,7 @@ import numpy as np
 
 from shiftbounds.conversations.calibration import GOAL_HEADER, CalibrationConfig, TrainingConfig, calibrate, pretrain, sft_agent
 from shiftbounds.conversations.measures import discriminator_auc_by_turn, nll_by_turn, sycophancy_report
-from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
+from shiftbounds.conversations.models import METADATA, build_tiny_chat_model, load_chat_model
 from shiftbounds.conversations.paradigms import SYSTEM, ParadigmConfig, evaluate_agent, train_paradigm
 from shiftbounds.conversations.records import Conversation
 from shiftbounds.conversations.simulators import CorrectedUser, LMUser, LoggedOpeningUser, OrderingUser
@@ -271,7 +273,8 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
             agent = st.folder_stage(f"agent_{arm}_seed{seed}", lambda f, p=paradigm, s=sim, c=pcfg: train_paradigm(
                 p, folders["agent_sft"], train, taskmaster4_judge, c, f, users[s].clone if s else None))
             names = EVAL_USERS + ((sim,) if sim else ())
-            runs.append({"arm": arm, "seed": seed, **st.json(f"eval_{arm}_seed{seed}", lambda a=agent, n=names, s=seed: evaluate(a, n, s))})
+            runs.append({"arm": arm, "seed": seed, "training_reward": json.loads((agent / METADATA).read_text())["reward"],
+                         **st.json(f"eval_{arm}_seed{seed}", lambda a=agent, n=names, s=seed: evaluate(a, n, s))})
             prog.update(note=f"{arm}, seed {seed}")
     results = summarise(cfg, runs, measures)
     if state.is_main_process:
@@ -310,17 +313,31 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict) -> dict
             paired.append({"evaluation user": user, **paired_difference(np.array(x), np.array(y), (a, b))})
     flat = [{"arm": r["arm"], "seed": r["seed"], "user": u, "success": v["mean"], "n": v["n"]}
             for r in runs for u, v in r.items() if isinstance(v, dict)]
-    return {"config": asdict(cfg), "evaluation_users": list(EVAL_USERS), "table": table, "paired": paired, "runs": flat, **measures,
+    training = [training_trend(r["arm"], r["seed"], r["training_reward"]) for r in runs if "training_reward" in r]
+    return {"config": asdict(cfg), "evaluation_users": list(EVAL_USERS), "table": table, "paired": paired, "runs": flat,
+            "training": training, **measures,
             "note": "The evaluation users are models of people, not people: a user model trained on the held-out split "
                     "of human dialogues, and the same model with a rule that rejects a wrong order it would accept."}
 
 
+def training_trend(arm: str, seed: int, reward: list[float]) -> dict:
+    """One GRPO run's mean training reward over its first and last quarter of steps, and the rise of
+    a least-squares line through the rewards over all steps."""
+    r = np.asarray(reward, dtype=float)
+    q = max(1, len(r) // 4)
+    rise = float(np.polyfit(np.arange(len(r)), r, 1)[0] * (len(r) - 1)) if len(r) > 1 else 0.0
+    return {"arm": arm, "seed": seed, "steps": len(r), "first_quarter": float(r[:q].mean()), "last_quarter": float(r[-q:].mean()),
+            "fitted_rise": rise}
+
+
 def write_outputs(out: Path, results: dict, seconds: dict) -> None:
-    """``results.json``, ``results.md``, ``runs.csv``, ``paired.csv``, ``per_turn.csv``, the figures and ``timings.json``."""
+    """``results.json``, ``results.md``, ``runs.csv``, ``paired.csv``, ``training.csv``, ``per_turn.csv``, the figures
+    and ``timings.json``."""
     write_json(out / "results.json", results)
     write_json(out / "timings.json", {"seconds_per_stage_computed": seconds})
     write_csv(out / "runs.csv", results["runs"])
     write_csv(out / "paired.csv", results["paired"])
+    write_csv(out / "training.csv", results["training"])
     per_turn = [{"corpus": corpus, "user_model": name, "turns": b, "nll_per_token": v["value"], "nll_low": v["low"],
                  "nll_high": v["high"], "n": v["n"]}
                 for corpus in ("tm4", "tm3") for name, r in results["realism"][corpus].items() for b, v in r["by_turn"].items()]
@@ -343,6 +360,8 @@ def write_outputs(out: Path, results: dict, seconds: dict) -> None:
     md = ("# Real dialogues (Taskmaster-4 / Taskmaster-3)\n\n" + results["note"]
           + "\n\n## Goal success (mean over seeds, 95 % interval)\n\n" + markdown_table(results["table"])
           + "\n## Paired differences over seeds\n\n" + markdown_table(results["paired"])
+          + "\n## GRPO training reward (mean over the first and last quarter of the steps; rise of a fitted line)\n\n"
+          + markdown_table(results["training"])
           + "\n## User models: NLL of held-out human user turns\n\n" + markdown_table(nll)
           + "\n## Taskmaster-3: real-vs-simulated discriminator AUC by user turn (0.5: indistinguishable)\n\n"
           + markdown_table(disc)

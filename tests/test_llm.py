@@ -146,7 +146,7 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     res = full_pipeline.main(["--task", "taskmaster4", "--preset", "smoke", "--out-dir", str(tmp_path / "r")])
     assert [row["arm"] for row in res["table"]] == ["sft", "static", "interactive_rule", "interactive_prompted", "calibrated"]
     assert {r["seed"] for r in res["runs"]} == {0, 1} and "held-out split" in res["note"]
-    for name in ("results.md", "results.json", "config.json", "runs.csv", "paired.csv", "per_turn.csv", "timings.json",
+    for name in ("results.md", "results.json", "config.json", "runs.csv", "paired.csv", "training.csv", "per_turn.csv", "timings.json",
                  "realism_by_turn.png", "sycophancy.pdf", "paradigms.png"):
         assert (tmp_path / "r" / name).exists(), name
     syc = res["sycophancy"]
@@ -157,6 +157,10 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     for name, d in res["discriminator"].items():
         assert 0.0 <= d["overall"]["value"] <= 1.0 and d["overall"]["n"] == sum(b["n"] for b in d["by_turn"].values()), name
     stages = tmp_path / "r" / "stages"
+    logged = json.loads((stages / "agent_static_seed1" / "shiftbounds.json").read_text())["reward"]
+    trend = next(t for t in res["training"] if (t["arm"], t["seed"]) == ("static", 1))
+    assert len(res["training"]) == 2 * 4 and trend["steps"] == len(logged) >= 1
+    assert trend["first_quarter"] == pytest.approx(logged[0]) and trend["last_quarter"] == pytest.approx(logged[-1])
     assert {p.name for p in stages.iterdir() if p.is_dir()} >= {"base", "user_calibrated", "user_heldout", "agent_sft",
                                                                  "agent_calibrated_seed1"}
     # a rerun loads every stage; a stage deleted and recomputed from the saved agent equals the saved one

@@ -3,6 +3,7 @@ goal success of the paradigms."""
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -66,7 +67,7 @@ def plot_paradigm_success(results: dict, stem: Path) -> list[Path]:
     fig, axes = new_figure(width=5.0, height=2.6)
     ax = axes[0, 0]
     values = [[row[u] for u in users] for row in results["table"]]
-    grouped_bars(ax, arms, users, values, labels=users)
+    grouped_bars(ax, arms, users, values, labels=[textwrap.fill(u, 24) for u in users])
     width = 0.8 / len(arms)
     for i, arm in enumerate(arms):
         for j, u in enumerate(users):
