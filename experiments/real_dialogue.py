@@ -69,7 +69,7 @@ from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import derive_seed, numpy_rng
 from shiftbounds.utils.stages import StageCache
-from shiftbounds.utils.stats import mean_ci, paired_difference
+from shiftbounds.utils.stats import mean_ci, paired_difference, trend
 
 ARMS = {"static": ("static", None), "interactive_rule": ("interactive", "rule-based"),
         "interactive_prompted": ("interactive", "prompted"), "calibrated": ("calibrated", "calibrated")}
@@ -313,21 +313,11 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict) -> dict
             paired.append({"evaluation user": user, **paired_difference(np.array(x), np.array(y), (a, b))})
     flat = [{"arm": r["arm"], "seed": r["seed"], "user": u, "success": v["mean"], "n": v["n"]}
             for r in runs for u, v in r.items() if isinstance(v, dict)]
-    training = [training_trend(r["arm"], r["seed"], r["training_reward"]) for r in runs if "training_reward" in r]
+    training = [{"arm": r["arm"], "seed": r["seed"], **trend(r["training_reward"])} for r in runs if "training_reward" in r]
     return {"config": asdict(cfg), "evaluation_users": list(EVAL_USERS), "table": table, "paired": paired, "runs": flat,
             "training": training, **measures,
             "note": "The evaluation users are models of people, not people: a user model trained on the held-out split "
                     "of human dialogues, and the same model with a rule that rejects a wrong order it would accept."}
-
-
-def training_trend(arm: str, seed: int, reward: list[float]) -> dict:
-    """One GRPO run's mean training reward over its first and last quarter of steps, and the rise of
-    a least-squares line through the rewards over all steps."""
-    r = np.asarray(reward, dtype=float)
-    q = max(1, len(r) // 4)
-    rise = float(np.polyfit(np.arange(len(r)), r, 1)[0] * (len(r) - 1)) if len(r) > 1 else 0.0
-    return {"arm": arm, "seed": seed, "steps": len(r), "first_quarter": float(r[:q].mean()), "last_quarter": float(r[-q:].mean()),
-            "fitted_rise": rise}
 
 
 def write_outputs(out: Path, results: dict, seconds: dict) -> None:

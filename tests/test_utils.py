@@ -13,7 +13,7 @@ from scipy.stats import norm
 from shiftbounds.utils.cli import build_parser, load_config_file, parse_config
 from shiftbounds.utils.io import guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress, format_seconds
-from shiftbounds.utils.stats import auc_ci, linear_slope, loglog_slope, mean_ci, proportion_ci, roc_auc
+from shiftbounds.utils.stats import auc_ci, linear_slope, loglog_slope, mean_ci, proportion_ci, roc_auc, trend
 
 
 def test_write_json_roundtrip_and_no_temp_left(tmp_path):
@@ -82,6 +82,16 @@ class _Cfg:
     def __post_init__(self):
         if self.n < 1:
             raise ValueError(f"--n must be >= 1; got {self.n}")
+
+
+def test_trend_quarters_and_fitted_rise():
+    assert trend([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]) == {"steps": 8, "first_quarter": 0.5, "last_quarter": 6.5,
+                                                               "fitted_rise": pytest.approx(7.0)}
+    flat = trend([1.0, 0.0, 1.0, 0.0, 1.0, 0.0])
+    assert flat["first_quarter"] == 1.0 and flat["last_quarter"] == 0.0 and flat["fitted_rise"] == pytest.approx(-3 / 7)
+    assert trend([0.25]) == {"steps": 1, "first_quarter": 0.25, "last_quarter": 0.25, "fitted_rise": 0.0}
+    with pytest.raises(ValueError, match="non-empty 1-d series"):
+        trend([])
 
 
 def test_auc_interval_covers_the_binormal_auc():

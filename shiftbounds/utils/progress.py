@@ -53,24 +53,31 @@ class Progress:
 def attach_progress(trainer, label: str, stream: TextIO | None = None, min_interval: float = 10.0):
     """Replace a ``transformers.Trainer``'s per-log printing (``PrinterCallback``, which prints every
     logged dict) with one :class:`Progress` line per ``min_interval`` seconds: step, elapsed, ETA and
-    the last logged loss or reward. Only the main process prints. Returns ``trainer``."""
+    the last logged loss or reward. Only the main process prints. Returns ``trainer``.
+
+    A step that logs is counted once its log arrives (the trainer calls ``on_step_end`` before
+    ``on_log``), so a line shows the loss of the step it counts."""
     from transformers import PrinterCallback, TrainerCallback
 
     class _ProgressCallback(TrainerCallback):
         def __init__(self) -> None:
             self.progress: Progress | None = None
-            self.note = ""
+            self.note, self.pending = "", False
 
         def on_train_begin(self, args, state, control, **kwargs):
             self.progress = Progress(state.max_steps, label, stream=stream, min_interval=min_interval,
                                      enabled=state.is_world_process_zero)
 
+        def on_step_end(self, args, state, control, **kwargs):
+            self.pending = control.should_log
+            if self.progress is not None and not self.pending:
+                self.progress.update(note=self.note)
+
         def on_log(self, args, state, control, logs=None, **kwargs):
             shown = [f"{k} {logs[k]:.4g}" for k in ("loss", "reward") if isinstance((logs or {}).get(k), (int, float))]
             self.note = ", ".join(shown) or self.note
-
-        def on_step_end(self, args, state, control, **kwargs):
-            if self.progress is not None:
+            if self.progress is not None and self.pending:
+                self.pending = False
                 self.progress.update(note=self.note)
 
     trainer.remove_callback(PrinterCallback)

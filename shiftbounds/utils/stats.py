@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -126,3 +127,14 @@ def paired_difference(x: np.ndarray, y: np.ndarray, names: tuple[str, str] = ("x
     a, b = names
     verdict = f"{a} > {b}" if e.low > 0 else f"{a} < {b}" if e.high < 0 else "not significant"
     return {"difference": f"{a} - {b}", "mean": e.value, "low": e.low, "high": e.high, "n": int(x.size), "verdict": verdict}
+
+
+def trend(values: Sequence[float]) -> dict:
+    """A series' mean over its first and last quarter (at least one value each) and the rise of its
+    least-squares line over the whole series (0 for a single value)."""
+    v = np.asarray(values, dtype=float)
+    if v.ndim != 1 or v.size < 1:
+        raise ValueError(f"trend needs a non-empty 1-d series; got shape {v.shape}")
+    q = max(1, v.size // 4)
+    rise = float(np.polyfit(np.arange(v.size), v, 1)[0] * (v.size - 1)) if v.size > 1 else 0.0
+    return {"steps": int(v.size), "first_quarter": float(v[:q].mean()), "last_quarter": float(v[-q:].mean()), "fitted_rise": rise}
