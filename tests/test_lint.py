@@ -50,3 +50,16 @@ def test_log_softmax_only_in_the_loss_module():
             if path.name == "losses.py" or "nn" in path.relative_to(ROOT).parts:
                 continue
             assert "log_softmax(" not in path.read_text(), path.relative_to(ROOT)
+
+
+def test_atomic_writes_only_in_the_io_module():
+    """Every atomic write goes through ``shiftbounds.utils.io.atomic_replace``, whose temporary
+    names ``guard_resume`` cleans after a killed run; a temporary file named elsewhere (a model
+    checkpoint's used to be) would survive a kill and a resume."""
+    for folder in ("shiftbounds", "experiments", "benchmarks", "paper_figures"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path.relative_to(ROOT).as_posix() == "shiftbounds/utils/io.py":
+                continue
+            text = path.read_text()
+            for call in ("mkstemp(", "os.replace(", "NamedTemporaryFile("):
+                assert call not in text, f"{path.relative_to(ROOT)} calls {call}"

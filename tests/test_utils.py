@@ -5,13 +5,14 @@ from __future__ import annotations
 import io
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import pytest
 from scipy.stats import norm
 
 from shiftbounds.utils.cli import build_parser, load_config_file, parse_config
-from shiftbounds.utils.io import guard_resume, markdown_table, read_json, write_csv, write_json
+from shiftbounds.utils.io import atomic_replace, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress, format_seconds
 from shiftbounds.utils.stats import auc_ci, linear_slope, loglog_slope, mean_ci, proportion_ci, roc_auc, trend
 
@@ -151,8 +152,10 @@ def test_guard_resume_skips_config_fields_marked_resume_false(tmp_path):
     orphan = tmp_path / "seed0" / ".agent.pt.x1y2.tmp"  # what a process killed mid-write leaves
     orphan.parent.mkdir()
     orphan.write_text("partial")
+    seen = []  # the temporary name every atomic write uses is one guard_resume removes
+    atomic_replace(tmp_path / "seed0" / "agent.pt", lambda tmp: (seen.append(Path(tmp).name), Path(tmp).write_text("x")))
     guard_resume(tmp_path, Cfg())
-    assert not orphan.exists()
+    assert not orphan.exists() and seen[0].startswith(".agent.pt.") and Path(seen[0]).match(".*.tmp")
     assert read_json(tmp_path / "config.json")["config"] == {"steps": 10, "out_dir": "a"}
     guard_resume(tmp_path, Cfg(out_dir="elsewhere"))
     with pytest.raises(ValueError, match="steps: saved 10, now 11"):

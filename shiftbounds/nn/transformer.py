@@ -147,17 +147,11 @@ def empty_cache(model: Transformer) -> KVCache:
 
 def save_model(model: Transformer, path) -> None:
     """Save config and weights together (atomically)."""
-    import os
-    import tempfile
     from dataclasses import asdict
-    from pathlib import Path
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
-    os.close(fd)
-    torch.save({"config": asdict(model.cfg), "state": model.state_dict()}, tmp)
-    os.replace(tmp, path)
+    from ..utils.io import atomic_torch_save
+
+    atomic_torch_save({"config": asdict(model.cfg), "state": model.state_dict()}, path)
 
 
 def load_model(path) -> Transformer:

@@ -39,7 +39,7 @@ def _jsonable(x: Any) -> Any:
     return x
 
 
-def _atomic_replace(path: str | os.PathLike, write) -> Path:
+def atomic_replace(path: str | os.PathLike, write) -> Path:
     """Call ``write(tmp_path)`` on a temporary sibling of ``path``, then rename it into place;
     the temporary file is removed if anything fails."""
     path = Path(path)
@@ -65,7 +65,7 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> Path:
             fh.flush()
             os.fsync(fh.fileno())
 
-    return _atomic_replace(path, write)
+    return atomic_replace(path, write)
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> Path:
@@ -129,7 +129,7 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
     """``torch.save`` to a temporary sibling, then rename: a killed run leaves no half-written checkpoint."""
     import torch
 
-    return _atomic_replace(path, lambda tmp: torch.save(obj, tmp))
+    return atomic_replace(path, lambda tmp: torch.save(obj, tmp))
 
 
 def run_environment() -> dict[str, Any]:
@@ -205,7 +205,7 @@ def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] =
             diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in changed)
             raise StaleFolderError(f"{folder} holds results computed under other settings ({diffs}); "
                              "pass a fresh --out-dir or delete that folder to start over")
-    for orphan in Path(folder).rglob(".*.tmp"):  # from _atomic_replace of a killed process
+    for orphan in Path(folder).rglob(".*.tmp"):  # from atomic_replace of a killed process
         orphan.unlink()
     write_json(path, {"config": full, "environment": run_environment()})
     return path

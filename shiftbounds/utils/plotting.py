@@ -8,6 +8,8 @@ from pathlib import Path
 # notebook the inline backend stays active (forcing Agg here used to hide notebook figures).
 import matplotlib.pyplot as plt
 
+from .io import atomic_replace
+
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINESTYLES = ("-", "--", "-.", ":")
 GREYS = ("0.0", "0.35", "0.6", "0.8")
@@ -54,10 +56,9 @@ def save_figure(fig, path_stem: str | Path) -> list[Path]:
     with plt.rc_context(STYLE):
         for ext in ("png", "pdf"):
             p = stem.with_suffix(f".{ext}")
-            tmp = p.with_name(f".{p.name}.tmp.{ext}")
             # no creation date in the PDF: the same figure gives the same bytes on every run
-            fig.savefig(tmp, metadata={"CreationDate": None} if ext == "pdf" else None)
-            tmp.replace(p)
+            meta = {"CreationDate": None} if ext == "pdf" else None
+            atomic_replace(p, lambda tmp, ext=ext, meta=meta: fig.savefig(tmp, format=ext, metadata=meta))
             out.append(p)
     plt.close(fig)
     return out
