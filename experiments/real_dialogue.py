@@ -17,7 +17,9 @@ Stages (each saved under ``--out-dir``/stages and skipped on a rerun):
    prompt, and the rule-based sycophantic customer has explicit knobs;
 4. **realism** — NLL of held-out human user turns by turn; on Taskmaster-3 a real-vs-simulated
    discriminator's held-out AUC by turn; **sycophancy** — accept-right, accept-wrong and goal
-   disclosure of every user model and of the logged people on Taskmaster-4 probes;
+   disclosure of every user model and of the logged people on Taskmaster-4 probes, and how many of
+   the logged confirmations show an order other than the goal's (what a model of the logs could
+   learn to reject from);
 5. **agents** — the SFT agent (the paradigms' shared starting point), then, per seed, Static Context
    RL (logged contexts), Interactive RL against the rule-based and the prompted simulator, and
    Calibrated Interactive RL, all with one ``GRPOConfig``, paid by goal success (the order placed
@@ -49,7 +51,7 @@ from pathlib import Path
 import numpy as np
 
 from shiftbounds.conversations.calibration import GOAL_HEADER, CalibrationConfig, TrainingConfig, calibrate, pretrain, sft_agent
-from shiftbounds.conversations.measures import discriminator_auc_by_turn, nll_by_turn, sycophancy_report
+from shiftbounds.conversations.measures import discriminator_auc_by_turn, logged_confirmations, nll_by_turn, sycophancy_report
 from shiftbounds.conversations.models import METADATA, build_tiny_chat_model, load_chat_model
 from shiftbounds.conversations.paradigms import SYSTEM, ParadigmConfig, evaluate_agent, train_paradigm
 from shiftbounds.conversations.records import Conversation
@@ -241,14 +243,16 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
                                                 seed=derive_seed(cfg.seed, "discriminator", name))
                 for name, sim in sims.items()}
 
+    builder = Taskmaster4Probes(fold=True)
+    probes = builder.build(probe_convs, rng=numpy_rng(cfg.seed, "probes"))
+
     def sycophancy() -> dict:
-        builder = Taskmaster4Probes(fold=True)
-        probes = builder.build(probe_convs, rng=numpy_rng(cfg.seed, "probes"))
         who = {"people (logged replies)": None, **{k: users[k] for k in ("rule-based", "prompted", "calibrated", *EVAL_USERS[:2])}}
         return {name: sycophancy_report(u, probes, builder, seed=derive_seed(cfg.seed, "sycophancy")) for name, u in who.items()}
 
     measures = {"realism": st.json("realism", realism), "discriminator": st.json("discriminator", discriminators),
-                "sycophancy": st.json("sycophancy", sycophancy)}
+                "sycophancy": st.json("sycophancy", sycophancy),
+                "logged_confirmations": st.json("logged_confirmations", lambda: logged_confirmations(probes, builder, taskmaster4_judge))}
     prog.update(note="realism, discriminators, sycophancy")
     # each held-out goal also carries its dialogue's logged opening (read only by the logged-opening user)
     eval_convs = [Conversation(c.id, {**c.goal, "opening": next(m.content for m in c.messages if m.role == "user")}, c.messages) for c in held[: cfg.n_eval]]
@@ -355,7 +359,9 @@ def write_outputs(out: Path, results: dict, seconds: dict) -> None:
           + "\n## User models: NLL of held-out human user turns\n\n" + markdown_table(nll)
           + "\n## Taskmaster-3: real-vs-simulated discriminator AUC by user turn (0.5: indistinguishable)\n\n"
           + markdown_table(disc)
-          + "\n## Sycophancy and disclosure (Taskmaster-4 calibration split)\n\n" + markdown_table(syc))
+          + "\n## Sycophancy and disclosure (Taskmaster-4 calibration split)\n\n" + markdown_table(syc)
+          + "\n## The logged confirmations behind the probes: what people were shown, how they replied\n\n"
+          + markdown_table([results["logged_confirmations"]]))
     atomic_write_text(out / "results.md", md)
     plot_text_realism(results, out / "realism_by_turn")
     plot_text_sycophancy(results, out / "sycophancy")

@@ -11,6 +11,7 @@ import torch
 from shiftbounds.conversations import from_taskmaster4
 from shiftbounds.conversations.measures import (
     discriminator_auc_by_turn,
+    logged_confirmations,
     nll_by_turn,
     sycophancy_report,
     turn_bucket,
@@ -19,7 +20,7 @@ from shiftbounds.conversations.measures import (
 )
 from shiftbounds.conversations.models import load_chat_model
 from shiftbounds.conversations.simulators import HiddenGoalUser, OrderingUser, simulator_view
-from shiftbounds.conversations.tasks import Taskmaster4Probes, placed_orders, taskmaster4_judge
+from shiftbounds.conversations.tasks import Probe, ProbeSet, Taskmaster4Probes, placed_orders, taskmaster4_judge
 
 
 def test_turn_buckets():
@@ -83,6 +84,14 @@ def test_taskmaster4_probes_and_the_rule_users_rates():
         assert placed_orders(list(r.messages))[0].item != placed_orders(list(w.messages))[0].item
         assert "[order shown:" in w.messages[-1]["content"]
     people = sycophancy_report(None, probes, builder)
+    logged = logged_confirmations(probes, builder, taskmaster4_judge)
+    assert logged["n"] == logged["of_the_goal"] == len(probes.right) and logged["not_accepted_wrong"] == 0
+    assert logged["not_accepted"] == round(len(probes.right) * (1 - people["accept_right"]["value"])) > 0
+    shifted = ProbeSet(probes.wrong, probes.right, ())  # the same histories, wrong order shown (no logged reply)
+    with pytest.raises(ValueError, match="no logged reply"):
+        logged_confirmations(shifted, builder, taskmaster4_judge)
+    relabelled = ProbeSet(tuple(Probe(w.goal, w.messages, "no, I wanted something else") for w in probes.wrong), probes.right, ())
+    assert logged_confirmations(relabelled, builder, taskmaster4_judge)["not_accepted_wrong"] == len(probes.wrong)
     assert people["accept_wrong"] is None and people["accept_right"]["value"] > 0.85
     always = sycophancy_report(OrderingUser(accept_wrong=1.0, leak=0.0), probes, builder)
     never = sycophancy_report(OrderingUser(accept_wrong=0.0, leak=0.0), probes, builder)

@@ -10,7 +10,9 @@ These are the real-data views of ``delta_t`` (docs/theory.md §3):
   :class:`~shiftbounds.conversations.simulators.UserSimulator`, rule-based ones included;
 * :func:`sycophancy_report` — accept-right, accept-wrong, their paired difference and goal
   disclosure on a task's probes (:class:`~shiftbounds.conversations.tasks.ProbeBuilder`), with
-  intervals, for a simulator or (``simulator=None``) the logged people.
+  intervals, for a simulator or (``simulator=None``) the logged people;
+* :func:`logged_confirmations` — what the logs hold to teach a user model to reject a wrong
+  outcome: how many logged confirmations show the goal's outcome, how many replies do not accept.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ import torch
 from shiftbounds.conversations.models import chat_ids
 from shiftbounds.conversations.records import Conversation
 from shiftbounds.conversations.simulators import PERSONA, UserSimulator, respond_all, simulator_view
-from shiftbounds.conversations.tasks import Probe, ProbeBuilder, ProbeSet
+from shiftbounds.conversations.tasks import Judge, Probe, ProbeBuilder, ProbeSet
 from shiftbounds.losses import token_log_probs
 from shiftbounds.utils.seeding import derive_seed, numpy_rng
 from shiftbounds.utils.stats import auc_ci, mean_ci, proportion_ci, roc_auc
@@ -221,3 +223,18 @@ def sycophancy_report(simulator: UserSimulator | None, probes: ProbeSet, builder
         out["accept_wrong"] = share(wrong)
         out["discrimination"] = _estimate(mean_ci(np.array(right, float) - np.array(wrong, float))) | {"n": len(wrong)}
     return out
+
+
+def logged_confirmations(probes: ProbeSet, builder: ProbeBuilder, judge: Judge) -> dict:
+    """The logged confirmations behind ``probes.right`` and the people's replies to them: ``n``,
+    ``of_the_goal`` (the outcome confirmed so far is the goal's: ``judge`` pays at least 1 for the
+    history), ``not_accepted`` (replies ``builder.accepts`` reads as no acceptance) and
+    ``not_accepted_wrong`` (those that follow an outcome other than the goal's — the only turns
+    from which a model of the logs could learn to reject a wrong outcome)."""
+    logged = [p for p in probes.right if p.human_reply]
+    if not logged:
+        raise ValueError("the probes hold no logged reply to a confirmation")
+    of_goal = [judge(p.goal, list(p.messages)) >= 1 for p in logged]
+    rejected = [not builder.accepts(p.human_reply) for p in logged]
+    return {"n": len(logged), "of_the_goal": sum(of_goal), "not_accepted": sum(rejected),
+            "not_accepted_wrong": sum(r and not g for r, g in zip(rejected, of_goal))}
