@@ -66,7 +66,7 @@ from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table
 from shiftbounds.utils.progress import Progress, format_seconds
 from shiftbounds.utils.seeding import numpy_rng, torch_generator, torch_init_seed
 from shiftbounds.utils.stages import StageCache
-from shiftbounds.utils.stats import mean_ci
+from shiftbounds.utils.stats import mean_ci, paired_difference
 
 
 @dataclass(frozen=True)
@@ -307,11 +307,9 @@ def paired_rows(cfg: PipelineConfig, runs: list[dict]) -> list[dict]:
         rs = sorted((r for r in runs if r["task"] == task), key=lambda r: r["seed"])
         for a, b in pairs:
             val = lambda r, arm: r["sft"]["J_real"] if arm == "sft" else r["paradigms"][arm]["J_real"]  # noqa: E731
-            diff = np.array([val(r, a) - val(r, b) for r in rs])
-            e = mean_ci(diff)
-            verdict = f"{a} > {b}" if e.low > 0 else f"{a} < {b}" if e.high < 0 else "not significant"
-            rows.append({"task": task, "difference": f"{a} - {b}", "mean": e.value, "ci": f"[{e.low:.3f}, {e.high:.3f}]",
-                         "low": e.low, "high": e.high, "seeds": len(diff), "verdict": verdict})
+            d = paired_difference(np.array([val(r, a) for r in rs]), np.array([val(r, b) for r in rs]), (a, b))
+            rows.append({"task": task, "difference": d["difference"], "mean": d["mean"], "ci": f"[{d['low']:.3f}, {d['high']:.3f}]",
+                         "low": d["low"], "high": d["high"], "seeds": d["n"], "verdict": d["verdict"]})
     return rows
 
 

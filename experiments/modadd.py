@@ -54,7 +54,7 @@ from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import torch_generator, torch_init_seed
 from shiftbounds.utils.stages import StageCache
-from shiftbounds.utils.stats import mean_ci
+from shiftbounds.utils.stats import mean_ci, paired_difference
 
 
 @dataclass(frozen=True)
@@ -232,10 +232,9 @@ def summarise(cfg: ModAddConfig, runs: list[dict]) -> tuple[list[dict], list[dic
             if method == "bc" or not by.get("bc") or len(by["bc"]) != len(rs) or len(rs) < 2:
                 continue
             for key in ("chain_exact", "answer_exact"):
-                e = mean_ci(np.array([r[key] - b[key] for r, b in zip(rs, by["bc"])]))
-                verdict = f"{method} > bc" if e.low > 0 else f"{method} < bc" if e.high < 0 else "not significant"
-                paired.append({**dict(zip(CELL, cell)), "difference": f"{method} - bc", "measure": key, "mean": e.value,
-                               "ci": f"[{e.low:.3f}, {e.high:.3f}]", "verdict": verdict})
+                d = paired_difference(np.array([r[key] for r in rs]), np.array([b[key] for b in by["bc"]]), (method, "bc"))
+                paired.append({**dict(zip(CELL, cell)), "difference": d["difference"], "measure": key, "mean": d["mean"],
+                               "ci": f"[{d['low']:.3f}, {d['high']:.3f}]", "verdict": d["verdict"]})
     return rows, paired
 
 
