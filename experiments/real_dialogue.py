@@ -111,7 +111,9 @@ class RealDialogueConfig:
     user_new: int = field(default=48, metadata={"help": "tokens per simulated user turn"})
     eval_temperature: float = field(default=0.0, metadata={"help": "agent temperature at evaluation (0: greedy)"})
     n_eval: int = field(default=128, metadata={"help": "held-out goals per evaluation"})
-    seeds: tuple[int, ...] = field(default=(0, 1, 2), metadata={"help": "RL and evaluation seeds (paired across arms)"})
+    seeds: tuple[int, ...] = field(default=(0, 1, 2, 3, 4), metadata={
+        "help": "RL and evaluation seeds (paired across arms; each seed's stages are its own, so seeds can be added to a saved run)",
+        "resume": False})
     arms: tuple[str, ...] = field(default=tuple(ARMS), metadata={
         "help": f"RL arms to train and tabulate (any of {', '.join(ARMS)}; empty: the SFT agent and the measurements only)",
         "resume": False})
@@ -153,7 +155,7 @@ PRESETS = {
               "n_disc": 8, "classifier_steps": 2},
     "cpu": {},
     "gpu": {"max_len": 1024, "sft_steps": 2000, "user_steps": 1000, "sft_lr": 2e-5, "rl_steps": 200, "rl_batch": 32,
-            "rl_lr": 1e-6, "beta": 0.04, "turns": 4, "max_new": 256, "user_new": 96, "n_eval": 200, "seeds": (0, 1, 2, 3, 4),
+            "rl_lr": 1e-6, "beta": 0.04, "turns": 4, "max_new": 256, "user_new": 96, "n_eval": 200,
             "n_disc": 2000, "classifier_steps": 1000},
 }
 

@@ -176,6 +176,11 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     sub = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r"), "--arms", "calibrated"])
     assert [row["arm"] for row in sub["table"]] == ["sft", "calibrated"]
     assert {p["difference"] for p in sub["paired"]} == {"calibrated - sft"} and sub["table"][1] == res["table"][-1]
+    # a seed added to a saved run trains and evaluates that seed only; the saved seeds' rows stay
+    more = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r"), "--arms", "calibrated", "--seeds", "0,1,2"])
+    assert [r for r in more["runs"] if r["seed"] < 2] == [r for r in sub["runs"] if r["seed"] < 2]
+    assert {r["seed"] for r in more["runs"]} == {0, 1, 2} and (stages / "agent_calibrated_seed2").is_dir()
+    assert not (stages / "agent_static_seed2").exists()
     with pytest.raises(ValueError, match="--arms must be distinct names among static"):
         real_dialogue.RealDialogueConfig(arms=("static", "reinforce"))
     # saved stages are never mixed with other settings
