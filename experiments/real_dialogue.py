@@ -30,8 +30,9 @@ Stages (each saved under ``--out-dir``/stages and skipped on a rerun):
    the agents do with a real request even where the user models cannot state one.
 
 Outputs: ``results.json``, ``results.md``, ``runs.csv`` (every agent, seed and evaluation user),
-``paired.csv`` (per-seed paired differences with 95 % intervals), ``training.csv`` (each GRPO run's
-training reward, first and last quarter), ``per_turn.csv``, figures
+``paired.csv`` (per-seed paired differences with 95 % intervals, the t-test's p and the verdict
+after Holm's correction over each evaluation user's comparisons), ``training.csv`` (each GRPO
+run's training reward, first and last quarter), ``per_turn.csv``, figures
 ``realism_by_turn``, ``sycophancy``, ``paradigms`` (PNG and PDF), ``config.json``, ``timings.json``.
 ``--estimate-only`` prints the device memory each stage needs, from the model's config, before any
 weights are loaded (:mod:`shiftbounds.llm.memory`).
@@ -71,7 +72,7 @@ from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import derive_seed, numpy_rng
 from shiftbounds.utils.stages import StageCache
-from shiftbounds.utils.stats import mean_ci, paired_difference, trend
+from shiftbounds.utils.stats import holm, mean_ci, paired_difference, trend
 
 ARMS = {"static": ("static", None), "interactive_rule": ("interactive", "rule-based"),
         "interactive_prompted": ("interactive", "prompted"), "calibrated": ("calibrated", "calibrated")}
@@ -293,7 +294,8 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict) -> dict
     """Success per arm and evaluation user (mean over seeds, 95 % t-interval), the sim-to-real gaps
     (success against the training simulator minus against the held-out user model, paired by seed),
     and per-seed paired differences: every RL arm against the SFT agent, Calibrated Interactive RL
-    against every other arm."""
+    against every other arm, each with its own verdict and the verdict that survives Holm's
+    correction over that evaluation user's comparisons."""
     by = {(r["arm"], r["seed"]): r for r in runs}
     arms = ["sft", *cfg.arms]
     table, paired = [], []
@@ -313,10 +315,13 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict) -> dict
         table.append(row)
     for user in EVAL_USERS:
         pairs = [(a, "sft") for a in cfg.arms] + [("calibrated", a) for a in cfg.arms if a != "calibrated" and "calibrated" in cfg.arms]
-        for a, b in pairs:
-            x = [by[a, s][user]["mean"] for s in cfg.seeds]
-            y = [by[b, s][user]["mean"] for s in cfg.seeds]
-            paired.append({"evaluation user": user, **paired_difference(np.array(x), np.array(y), (a, b))})
+        rows = [{"evaluation user": user, **paired_difference(np.array([by[a, s][user]["mean"] for s in cfg.seeds]),
+                                                              np.array([by[b, s][user]["mean"] for s in cfg.seeds]), (a, b))}
+                for a, b in pairs]
+        # one family per evaluation user: an ordering that survives Holm's correction for its comparisons
+        for row, kept in zip(rows, holm([r["p"] for r in rows])):
+            row["holm verdict"] = row["verdict"] if kept else "not significant"
+        paired += rows
     flat = [{"arm": r["arm"], "seed": r["seed"], "user": u, "success": v["mean"], "n": v["n"]}
             for r in runs for u, v in r.items() if isinstance(v, dict)]
     training = [{"arm": r["arm"], "seed": r["seed"], **trend(r["training_reward"])} for r in runs if "training_reward" in r]

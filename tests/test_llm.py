@@ -146,6 +146,8 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     res = full_pipeline.main(["--task", "taskmaster4", "--preset", "smoke", "--out-dir", str(tmp_path / "r")])
     assert [row["arm"] for row in res["table"]] == ["sft", "static", "interactive_rule", "interactive_prompted", "calibrated"]
     assert {r["seed"] for r in res["runs"]} == {0, 1} and "held-out split" in res["note"]
+    for row in res["paired"]:  # Holm keeps an ordering only where the uncorrected test called one
+        assert 0.0 <= row["p"] <= 1.0 and row["holm verdict"] in (row["verdict"], "not significant")
     for name in ("results.md", "results.json", "config.json", "runs.csv", "paired.csv", "training.csv", "per_turn.csv", "timings.json",
                  "realism_by_turn.png", "sycophancy.pdf", "paradigms.png"):
         assert (tmp_path / "r" / name).exists(), name

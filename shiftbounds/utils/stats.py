@@ -118,15 +118,39 @@ def auc_ci(auc: float, n_pos: int, n_neg: int, level: float = 0.95) -> Estimate:
 
 
 def paired_difference(x: np.ndarray, y: np.ndarray, names: tuple[str, str] = ("x", "y"), level: float = 0.95) -> dict:
-    """Mean of the paired differences ``x - y`` (e.g. per seed) with a t-interval, and the ordering
-    it supports: ``"x > y"`` / ``"x < y"`` when the interval excludes 0, else ``"not significant"``."""
+    """Mean of the paired differences ``x - y`` (e.g. per seed) with a t-interval, the two-sided
+    one-sample t-test's ``p`` (below ``1 - level`` exactly when the interval excludes 0; 1 for
+    differences all 0, 0 for a constant non-zero difference) and the ordering it supports:
+    ``"x > y"`` / ``"x < y"`` when the interval excludes 0, else ``"not significant"``."""
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.shape != y.shape or x.size < 2:
         raise ValueError(f"paired differences need two equal-length samples of size >= 2; got {x.shape} and {y.shape}")
-    e = mean_ci(x - y, level)
+    d = x - y
+    e = mean_ci(d, level)
+    if np.all(d == d[0]):
+        p = 1.0 if d[0] == 0 else 0.0
+    else:
+        t = d.mean() / (d.std(ddof=1) / np.sqrt(d.size))
+        p = float(2 * _stats.t.sf(abs(t), d.size - 1))
     a, b = names
     verdict = f"{a} > {b}" if e.low > 0 else f"{a} < {b}" if e.high < 0 else "not significant"
-    return {"difference": f"{a} - {b}", "mean": e.value, "low": e.low, "high": e.high, "n": int(x.size), "verdict": verdict}
+    return {"difference": f"{a} - {b}", "mean": e.value, "low": e.low, "high": e.high, "n": int(x.size), "p": p,
+            "verdict": verdict}
+
+
+def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:
+    """Holm's step-down test of a family of hypotheses: which are rejected with family-wise error at
+    most ``alpha``. The ``k``-th smallest p-value (from 0) is compared with ``alpha / (m - k)``; the
+    first that fails stops the rejections."""
+    p = np.asarray(p_values, dtype=float)
+    if p.ndim != 1 or np.any((p < 0) | (p > 1)) or not 0 < alpha < 1:
+        raise ValueError(f"holm needs p-values in [0, 1] and 0 < alpha < 1; got {p_values!r}, alpha={alpha}")
+    rejected = [False] * p.size
+    for k, i in enumerate(np.argsort(p, kind="stable")):
+        if p[i] >= alpha / (p.size - k):
+            break
+        rejected[i] = True
+    return rejected
 
 
 def trend(values: Sequence[float]) -> dict:
