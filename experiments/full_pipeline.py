@@ -66,7 +66,7 @@ from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table
 from shiftbounds.utils.progress import Progress, format_seconds
 from shiftbounds.utils.seeding import numpy_rng, torch_generator, torch_init_seed
 from shiftbounds.utils.stages import StageCache
-from shiftbounds.utils.stats import mean_ci, paired_difference
+from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference
 
 
 @dataclass(frozen=True)
@@ -299,17 +299,18 @@ def _ci_cells(prefix: str, x: np.ndarray) -> dict:
 
 def paired_rows(cfg: PipelineConfig, runs: list[dict]) -> list[dict]:
     """Per-seed paired differences of ``J_real`` (the seeds share logs, SFT agent and simulators),
-    with 95 % t-intervals over seeds; ``verdict`` names an ordering only when the CI excludes 0."""
+    with 95 % t-intervals over seeds; ``verdict`` names an ordering only when the CI excludes 0,
+    ``holm verdict`` only when it also survives Holm's correction over the task's comparisons."""
     rows = []
     present = arms(cfg)
     pairs = [p for p in PAIRS if p[0] in present and p[1] in present] + [(a, "sft") for a in present]
     for task in cfg.tasks:
         rs = sorted((r for r in runs if r["task"] == task), key=lambda r: r["seed"])
-        for a, b in pairs:
-            val = lambda r, arm: r["sft"]["J_real"] if arm == "sft" else r["paradigms"][arm]["J_real"]  # noqa: E731
-            d = paired_difference(np.array([val(r, a) for r in rs]), np.array([val(r, b) for r in rs]), (a, b))
-            rows.append({"task": task, "difference": d["difference"], "mean": d["mean"], "ci": f"[{d['low']:.3f}, {d['high']:.3f}]",
-                         "low": d["low"], "high": d["high"], "seeds": d["n"], "verdict": d["verdict"]})
+        val = lambda r, arm: r["sft"]["J_real"] if arm == "sft" else r["paradigms"][arm]["J_real"]  # noqa: E731
+        ds = [paired_difference(np.array([val(r, a) for r in rs]), np.array([val(r, b) for r in rs]), (a, b)) for a, b in pairs]
+        rows += [{"task": task, "difference": d["difference"], "mean": d["mean"], "ci": f"[{d['low']:.3f}, {d['high']:.3f}]",
+                  "low": d["low"], "high": d["high"], "seeds": d["n"], "verdict": d["verdict"], "p": d["p"], "holm verdict": holm}
+                 for d, holm in zip(ds, holm_verdicts(ds))]
     return rows
 
 
@@ -398,8 +399,8 @@ def run(cfg: PipelineConfig) -> dict:
           f"the tabular engine; `sft` is the shared starting point of every arm.\n\n"
           + markdown_table(main, ["task", "paradigm", "J_real", "J_real_ci", "success", "J_sim", "sim_gap", "sim_gap_ci",
                                   "sum_eps", "sum_Delta", "sum_delta", "sum_rho"])
-          + "\n## Paired differences of J_real over seeds (95 % CI; an ordering only where it excludes 0)\n\n"
-          + markdown_table(paired, ["task", "difference", "mean", "ci", "verdict"])
+          + "\n## Paired differences of J_real over seeds (95 % CI; an ordering only where it excludes 0; Holm: also after correction over the task's comparisons)\n\n"
+          + markdown_table(paired, ["task", "difference", "mean", "ci", "p", "verdict", "holm verdict"])
           + "\n## User models at held-out logged histories\n\n"
           + markdown_table(sims, ["task", "user_model", *M.USER_RATES, "nll_per_turn", "discriminator_accuracy"])
           + "\nDiscriminator accuracy: a classifier of real vs simulated user turns trained on the train logs, "

@@ -72,7 +72,7 @@ from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import derive_seed, numpy_rng
 from shiftbounds.utils.stages import StageCache
-from shiftbounds.utils.stats import holm, mean_ci, paired_difference, trend
+from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference, trend
 
 ARMS = {"static": ("static", None), "interactive_rule": ("interactive", "rule-based"),
         "interactive_prompted": ("interactive", "prompted"), "calibrated": ("calibrated", "calibrated")}
@@ -319,9 +319,7 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict) -> dict
                                                               np.array([by[b, s][user]["mean"] for s in cfg.seeds]), (a, b))}
                 for a, b in pairs]
         # one family per evaluation user: an ordering that survives Holm's correction for its comparisons
-        for row, kept in zip(rows, holm([r["p"] for r in rows])):
-            row["holm verdict"] = row["verdict"] if kept else "not significant"
-        paired += rows
+        paired += [{**r, "holm verdict": v} for r, v in zip(rows, holm_verdicts(rows))]
     flat = [{"arm": r["arm"], "seed": r["seed"], "user": u, "success": v["mean"], "n": v["n"]}
             for r in runs for u, v in r.items() if isinstance(v, dict)]
     training = [{"arm": r["arm"], "seed": r["seed"], **trend(r["training_reward"])} for r in runs if "training_reward" in r]

@@ -19,6 +19,7 @@ from shiftbounds.utils.progress import Progress, format_seconds
 from shiftbounds.utils.stats import (
     auc_ci,
     holm,
+    holm_verdicts,
     linear_slope,
     loglog_slope,
     mean_ci,
@@ -224,3 +225,5 @@ def test_holm_lies_between_bonferroni_and_no_correction(p):
         assert rejected == [True, False, False, True]
     with pytest.raises(ValueError, match="p-values in"):
         holm([0.2, 1.5])
+    rows = [{"p": q, "verdict": f"row {i}"} for i, q in enumerate(p)]
+    assert holm_verdicts(rows) == [f"row {i}" if r else "not significant" for i, r in enumerate(rejected)]

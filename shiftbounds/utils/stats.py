@@ -127,11 +127,11 @@ def paired_difference(x: np.ndarray, y: np.ndarray, names: tuple[str, str] = ("x
         raise ValueError(f"paired differences need two equal-length samples of size >= 2; got {x.shape} and {y.shape}")
     d = x - y
     e = mean_ci(d, level)
-    if np.all(d == d[0]):
-        p = 1.0 if d[0] == 0 else 0.0
+    sd = d.std(ddof=1)
+    if sd == 0:  # equal differences (or spread below float resolution)
+        p = 1.0 if d.mean() == 0 else 0.0
     else:
-        t = d.mean() / (d.std(ddof=1) / np.sqrt(d.size))
-        p = float(2 * _stats.t.sf(abs(t), d.size - 1))
+        p = float(2 * _stats.t.sf(abs(d.mean() / (sd / np.sqrt(d.size))), d.size - 1))
     a, b = names
     verdict = f"{a} > {b}" if e.low > 0 else f"{a} < {b}" if e.high < 0 else "not significant"
     return {"difference": f"{a} - {b}", "mean": e.value, "low": e.low, "high": e.high, "n": int(x.size), "p": p,
@@ -151,6 +151,13 @@ def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:
             break
         rejected[i] = True
     return rejected
+
+
+def holm_verdicts(rows: Sequence[dict], alpha: float = 0.05) -> list[str]:
+    """The verdicts of a family of :func:`paired_difference` rows that survive :func:`holm`'s
+    correction over the family: a row's own ordering where its hypothesis is rejected, else
+    ``"not significant"``."""
+    return [r["verdict"] if kept else "not significant" for r, kept in zip(rows, holm([r["p"] for r in rows], alpha))]
 
 
 def trend(values: Sequence[float]) -> dict:
