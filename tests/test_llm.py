@@ -153,9 +153,9 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
         assert (tmp_path / "r" / name).exists(), name
     syc = res["sycophancy"]
     assert syc["people (logged replies)"]["accept_wrong"] is None
-    logged = res["logged_confirmations"]  # the people row's accept-right is read from the same logged replies
-    assert logged["n"] == syc["people (logged replies)"]["accept_right"]["n"] == logged["of_the_goal"]
-    assert logged["not_accepted"] == round(logged["n"] * (1 - syc["people (logged replies)"]["accept_right"]["value"]))
+    confirmations = res["logged_confirmations"]  # the people row's accept-right is read from the same logged replies
+    assert confirmations["n"] == syc["people (logged replies)"]["accept_right"]["n"] == confirmations["of_the_goal"]
+    assert confirmations["not_accepted"] == round(confirmations["n"] * (1 - syc["people (logged replies)"]["accept_right"]["value"]))
     assert syc["rule-based"]["accept_right"]["value"] == 1.0  # the rule accepts every right order
     corrected = syc["held-out user model + wrong-order rule"]
     assert corrected["accept_wrong"]["value"] == 0.0  # the rule rejects every wrong order
