@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
-from scipy.stats import norm, ttest_1samp
+from scipy.stats import norm
 
 from shiftbounds.utils.cli import build_parser, load_config_file, parse_config
 from shiftbounds.utils.io import atomic_replace, guard_resume, markdown_table, read_json, write_csv, write_json
@@ -23,7 +23,6 @@ from shiftbounds.utils.stats import (
     linear_slope,
     loglog_slope,
     mean_ci,
-    paired_difference,
     proportion_ci,
     roc_auc,
     trend,
@@ -194,23 +193,6 @@ def test_stage_cache_computes_once_then_loads(tmp_path):
     assert again.torch("m", lambda: [3], load=lambda p: ("loaded", p.name), save=None) == ("loaded", "m.pt")
     quiet = StageCache(tmp_path / "other", save=False)
     assert quiet.json("b", make) == {"x": 2} and not (tmp_path / "other").exists()
-
-
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.floats(-1, 1), st.floats(-1, 1)), min_size=2, max_size=12))
-@example([(0.5, 0.5), (0.25, 0.25)])  # all differences 0: p = 1, no ordering
-@example([(0.75, 0.5), (0.5, 0.25)])  # a constant non-zero difference: p = 0, an ordering
-def test_paired_difference_p_value_agrees_with_its_interval_and_the_t_test(pairs):
-    x, y = (np.array(v) for v in zip(*pairs))
-    d = paired_difference(x, y, ("a", "b"))
-    diff = x - y
-    if not np.all(diff == diff[0]):
-        assert d["p"] == pytest.approx(ttest_1samp(diff, 0.0).pvalue, rel=1e-9, abs=1e-12)
-    if abs(d["p"] - 0.05) > 1e-9:
-        assert (d["p"] < 0.05) == (d["verdict"] != "not significant")
-    assert d["verdict"] in ("a > b", "a < b", "not significant") and d["n"] == len(pairs)
-    with pytest.raises(ValueError, match="size >= 2"):
-        paired_difference(x[:1], y[:1])
 
 
 @settings(max_examples=60, deadline=None)

@@ -1,4 +1,6 @@
-"""Statistics for reported numbers: confidence intervals and log-log slopes with bootstrap CIs."""
+"""Statistics for reported numbers: confidence intervals (t, Wilson, Clopper-Pearson), log-log
+slopes with bootstrap CIs, paired tests that fit small samples (exact sign-flip, exact McNemar),
+Holm's correction over a family, and the number of seeds a comparison needs."""
 
 from __future__ import annotations
 
@@ -117,25 +119,114 @@ def auc_ci(auc: float, n_pos: int, n_neg: int, level: float = 0.95) -> Estimate:
     return Estimate(auc, max(0.0, auc - half), min(1.0, auc + half), level)
 
 
+EXACT_SIGN_FLIP_MAX_N = 20
+"""Up to this many pairs :func:`sign_flip_p` enumerates all ``2^n`` sign vectors (exact); beyond,
+it draws ``draws`` random ones (Monte Carlo)."""
+
+
+def sign_flip_p(d: np.ndarray, *, draws: int = 100_000, seed: int = 0) -> tuple[float, str]:
+    """Two-sided paired permutation (sign-flip) p-value of ``mean(d) = 0``, and how it was computed.
+
+    Under the null the sign of each paired difference is a fair coin, so the p-value is the share of
+    the ``2^n`` sign vectors ``s`` with ``|sum(s * d)| >= |sum(d)|`` (up to rounding). Exact for
+    ``n <=`` :data:`EXACT_SIGN_FLIP_MAX_N`; beyond, ``(1 + hits) / (1 + draws)`` over ``draws``
+    random sign vectors from a generator seeded by ``seed`` (a valid p-value, the same on every
+    call). The smallest exact p is ``2 / 2^n``: 0.0625 for 5 pairs, about 2e-6 for 20. All
+    differences 0 give p = 1; a constant non-zero difference gives ``2 / 2^n``, not 0.
+
+    Returns:
+        ``(p, method)``; ``method`` is ``"exact sign-flip"`` or ``"sign-flip, N Monte Carlo draws"``.
+    """
+    d = np.asarray(d, dtype=float).ravel()
+    if d.size < 1 or not np.isfinite(d).all():
+        raise ValueError(f"sign_flip_p needs finite paired differences; got {d!r}")
+    if draws < 1:
+        raise ValueError(f"draws must be >= 1; got {draws}")
+    observed = abs(d.sum())
+    tol = 1e-9 * np.abs(d).sum()  # sums equal up to rounding (relative) count as "at least as extreme"
+    if d.size <= EXACT_SIGN_FLIP_MAX_N:
+        hits, total = 0, 2 ** d.size
+        bits = np.arange(d.size)
+        for start in range(0, total, 2 ** 16):
+            codes = np.arange(start, min(total, start + 2 ** 16))
+            signs = 1.0 - 2.0 * ((codes[:, None] >> bits) & 1)  # [chunk, n]
+            hits += int((np.abs(signs @ d) >= observed - tol).sum())
+        return hits / total, "exact sign-flip"
+    rng = np.random.default_rng(seed)
+    hits = 0
+    for start in range(0, draws, 2 ** 14):
+        signs = rng.choice([-1.0, 1.0], size=(min(draws, start + 2 ** 14) - start, d.size))
+        hits += int((np.abs(signs @ d) >= observed - tol).sum())
+    return (1 + hits) / (1 + draws), f"sign-flip, {draws} Monte Carlo draws"
+
+
 def paired_difference(x: np.ndarray, y: np.ndarray, names: tuple[str, str] = ("x", "y"), level: float = 0.95) -> dict:
-    """Mean of the paired differences ``x - y`` (e.g. per seed) with a t-interval, the two-sided
-    one-sample t-test's ``p`` (below ``1 - level`` exactly when the interval excludes 0; 1 for
-    differences all 0, 0 for a constant non-zero difference) and the ordering it supports:
-    ``"x > y"`` / ``"x < y"`` when the interval excludes 0, else ``"not significant"``."""
+    """Paired differences ``x - y`` (e.g. per seed): their mean with a Student-t interval, the
+    exact (or Monte Carlo) sign-flip p-value :func:`sign_flip_p` that the verdict rests on, and the
+    t-test's ``p_t`` beside it.
+
+    The verdict names an ordering (``"x > y"`` / ``"x < y"``, by the sign of the mean) only when
+    ``p < 1 - level``; else ``"not significant"``. Differences that are all equal (no spread) are
+    flagged ``constant``: the t statistic is undefined there, so ``p_t`` is ``nan``, never 0, and
+    the permutation p is what it is (``2 / 2^n`` for a constant non-zero difference).
+    """
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if x.shape != y.shape or x.size < 2:
         raise ValueError(f"paired differences need two equal-length samples of size >= 2; got {x.shape} and {y.shape}")
     d = x - y
     e = mean_ci(d, level)
+    constant = bool(np.all(d == d[0]))
     sd = d.std(ddof=1)
-    if sd == 0:  # equal differences (or spread below float resolution)
-        p = 1.0 if d.mean() == 0 else 0.0
-    else:
-        p = float(2 * _stats.t.sf(abs(d.mean() / (sd / np.sqrt(d.size))), d.size - 1))
+    p_t = float("nan") if constant or sd == 0 else float(2 * _stats.t.sf(abs(d.mean() / (sd / np.sqrt(d.size))), d.size - 1))
+    p, method = sign_flip_p(d)
     a, b = names
-    verdict = f"{a} > {b}" if e.low > 0 else f"{a} < {b}" if e.high < 0 else "not significant"
-    return {"difference": f"{a} - {b}", "mean": e.value, "low": e.low, "high": e.high, "n": int(x.size), "p": p,
-            "verdict": verdict}
+    verdict = "not significant" if p >= 1 - level or d.mean() == 0 else f"{a} > {b}" if d.mean() > 0 else f"{a} < {b}"
+    return {"difference": f"{a} - {b}", "mean": e.value, "low": e.low, "high": e.high, "sd": float(sd), "n": int(x.size),
+            "p": p, "p_method": method, "p_t": p_t, "constant": constant, "verdict": verdict}
+
+
+def exact_proportion_ci(successes: int, n: int, level: float = 0.95) -> Estimate:
+    """Clopper-Pearson (exact binomial) interval for ``successes / n``: never leaves ``[0, 1]`` and
+    covers at least ``level`` for every true rate (conservative)."""
+    if n <= 0 or not 0 <= successes <= n:
+        raise ValueError(f"need 0 <= successes <= n and n > 0; got successes={successes}, n={n}")
+    a = 1 - level
+    low = 0.0 if successes == 0 else float(_stats.beta.ppf(a / 2, successes, n - successes + 1))
+    high = 1.0 if successes == n else float(_stats.beta.ppf(1 - a / 2, successes + 1, n - successes))
+    return Estimate(successes / n, low, high, level)
+
+
+def mcnemar_exact(x: Sequence[bool], y: Sequence[bool], names: tuple[str, str] = ("x", "y"), alpha: float = 0.05) -> dict:
+    """McNemar's exact test for paired binary outcomes (e.g. "solved" per seed for two methods that
+    share each seed's start): of the discordant pairs, ``b`` have only ``x`` succeed and ``c`` only
+    ``y``; under the null ``b ~ Binomial(b + c, 1/2)``. Two-sided ``p = min(1, 2 P(B <= min(b, c)))``
+    (1 without discordant pairs). The verdict names an ordering only when ``p < alpha``."""
+    x, y = np.asarray(x, dtype=bool).ravel(), np.asarray(y, dtype=bool).ravel()
+    if x.shape != y.shape or x.size < 1:
+        raise ValueError(f"McNemar's test needs two equal-length non-empty binary samples; got {x.shape} and {y.shape}")
+    b, c = int((x & ~y).sum()), int((~x & y).sum())
+    p = 1.0 if b + c == 0 else min(1.0, float(2 * _stats.binom.cdf(min(b, c), b + c, 0.5)))
+    a_name, b_name = names
+    verdict = "not significant" if p >= alpha else f"{a_name} > {b_name}" if b > c else f"{a_name} < {b_name}"
+    return {"difference": f"{a_name} - {b_name}", "mean": float(x.mean() - y.mean()), "only_x": b, "only_y": c,
+            "n": int(x.size), "p": p, "p_method": "exact McNemar", "verdict": verdict}
+
+
+def seeds_for_power(sd: float, delta: float, *, alpha: float = 0.05, power: float = 0.8, family: int = 1,
+                    max_n: int = 10_000) -> int:
+    """Smallest number of paired seeds at which a two-sided one-sample t-test at level
+    ``alpha / family`` (Bonferroni: the worst step of Holm's correction over ``family`` comparisons)
+    detects a true mean difference ``delta`` with paired standard deviation ``sd`` with probability
+    at least ``power`` (noncentral t). The sign-flip test has about the same power from ten pairs on."""
+    if sd <= 0 or delta == 0 or not 0 < alpha < 1 or not 0 < power < 1 or family < 1:
+        raise ValueError(f"need sd > 0, delta != 0, alpha and power in (0, 1), family >= 1; got {sd}, {delta}, {alpha}, {power}, {family}")
+    level = alpha / family
+    for n in range(2, max_n + 1):
+        crit = _stats.t.ppf(1 - level / 2, n - 1)
+        nc = abs(delta) / sd * np.sqrt(n)
+        if _stats.nct.sf(crit, n - 1, nc) + _stats.nct.cdf(-crit, n - 1, nc) >= power:
+            return n
+    raise ValueError(f"more than {max_n} seeds needed for delta={delta}, sd={sd}")
 
 
 def holm(p_values: Sequence[float], alpha: float = 0.05) -> list[bool]:

@@ -1,0 +1,120 @@
+"""Paired tests that fit small samples: the sign-flip p against brute force, McNemar and
+Clopper-Pearson against scipy, zero-variance differences reported as what they are, and the
+seed count a comparison needs."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+from scipy.stats import binomtest, ttest_1samp
+
+from shiftbounds.utils import stats
+from shiftbounds.utils.stats import exact_proportion_ci, mcnemar_exact, paired_difference, seeds_for_power, sign_flip_p
+
+
+def _brute_sign_flip(d: np.ndarray) -> float:
+    obs = abs(d.sum())
+    tol = 1e-9 * np.abs(d).sum()
+    flips = [abs(np.dot(s, d)) >= obs - tol for s in itertools.product((1.0, -1.0), repeat=d.size)]
+    return float(np.mean(flips))
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.floats(-1, 1, allow_subnormal=False), min_size=2, max_size=9))
+@example([0.0, 0.0])  # no difference at all: p = 1
+@example([0.25, 0.25, 0.25])  # constant non-zero: p = 2 / 2^3, not 0
+@example([0.3, -0.3, 0.3, -0.3])  # symmetric: p = 1
+def test_sign_flip_p_equals_the_enumeration_of_sign_vectors(d):
+    d = np.array(d)
+    p, method = sign_flip_p(d)
+    assert method == "exact sign-flip"
+    assert p == pytest.approx(_brute_sign_flip(d), abs=1e-12)
+    assert 2 / 2 ** d.size - 1e-12 <= p <= 1.0  # the identity and its mirror are always as extreme
+    if np.all(d == d[0]) and d[0] != 0:
+        assert p == pytest.approx(2 / 2 ** d.size)
+
+
+def test_sign_flip_monte_carlo_matches_the_exact_value_within_its_error(monkeypatch):
+    d = np.random.default_rng(3).normal(0.3, 1.0, size=12)
+    exact, _ = sign_flip_p(d)
+    monkeypatch.setattr(stats, "EXACT_SIGN_FLIP_MAX_N", 4)
+    mc, method = sign_flip_p(d, draws=40_000, seed=1)
+    assert method == "sign-flip, 40000 Monte Carlo draws"
+    assert abs(mc - exact) < 4 * np.sqrt(exact * (1 - exact) / 40_000) + 1e-4
+    assert sign_flip_p(d, draws=40_000, seed=1) == (mc, method)  # same seed, same p
+    strong, _ = sign_flip_p(np.full(30, 0.5), draws=999, seed=0)  # exact p = 2 / 2^30
+    assert strong == pytest.approx(1 / 1000)  # never 0: (1 + hits) / (1 + draws)
+    with pytest.raises(ValueError, match="finite"):
+        sign_flip_p(np.array([np.nan, 1.0]))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.floats(-1, 1), st.floats(-1, 1)), min_size=2, max_size=12))
+@example([(0.5, 0.5), (0.25, 0.25)])  # all differences 0
+@example([(0.75, 0.5), (0.5, 0.25)])  # a constant non-zero difference: flagged, p_t nan, never p = 0
+def test_paired_difference_rests_on_the_sign_flip_p_and_reports_the_t_test_beside(pairs):
+    x, y = (np.array(v) for v in zip(*pairs))
+    d = paired_difference(x, y, ("a", "b"))
+    diff = x - y
+    assert d["p"] == pytest.approx(_brute_sign_flip(diff), abs=1e-12) and d["p"] > 0
+    if d["constant"]:
+        assert np.all(diff == diff[0]) and np.isnan(d["p_t"])
+    elif diff.std(ddof=1) > 0:
+        assert d["p_t"] == pytest.approx(ttest_1samp(diff, 0.0).pvalue, rel=1e-9, abs=1e-12)
+    expected = "not significant" if d["p"] >= 0.05 or diff.mean() == 0 else ("a > b" if diff.mean() > 0 else "a < b")
+    assert d["verdict"] == expected and d["n"] == len(pairs)
+    assert d["low"] <= d["mean"] <= d["high"]
+    with pytest.raises(ValueError, match="size >= 2"):
+        paired_difference(x[:1], y[:1])
+
+
+def test_five_seeds_can_never_be_significant_by_sign_flip_and_twenty_can():
+    assert paired_difference(np.full(5, 0.9), np.full(5, 0.1))["verdict"] == "not significant"  # p = 0.0625
+    twenty = paired_difference(np.linspace(0.5, 0.6, 20), np.linspace(0.4, 0.45, 20), ("a", "b"))
+    assert twenty["verdict"] == "a > b" and twenty["p"] == pytest.approx(2 / 2 ** 20)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.integers(1, 60).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
+@example((0, 10))
+@example((10, 10))
+def test_clopper_pearson_matches_scipy_and_stays_in_the_unit_interval(kn):
+    k, n = kn
+    e = exact_proportion_ci(k, n)
+    ref = binomtest(k, n).proportion_ci(method="exact")
+    assert e.low == pytest.approx(ref.low, abs=1e-10) and e.high == pytest.approx(ref.high, abs=1e-10)
+    assert 0.0 <= e.low <= e.value <= e.high <= 1.0
+    with pytest.raises(ValueError, match="successes"):
+        exact_proportion_ci(n + 1, n)
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=2, max_size=30))
+@example([(True, True), (False, False)])  # no discordant pair: p = 1
+@example([(True, False)] * 6)  # six discordant pairs one way: p = 2 / 64
+def test_mcnemar_exact_equals_the_binomial_test_on_discordant_pairs(pairs):
+    x, y = (list(v) for v in zip(*pairs))
+    r = mcnemar_exact(x, y, ("a", "b"))
+    b, c = r["only_x"], r["only_y"]
+    assert b == sum(i and not j for i, j in pairs) and c == sum(j and not i for i, j in pairs)
+    assert r["p"] == (1.0 if b + c == 0 else pytest.approx(binomtest(b, b + c, 0.5).pvalue, abs=1e-12))
+    assert r["verdict"] == ("not significant" if r["p"] >= 0.05 else "a > b" if b > c else "a < b")
+
+
+def test_seeds_for_power_matches_a_simulated_t_test():
+    assert seeds_for_power(1.0, 1.0) == 10  # Cohen's d = 1, alpha 0.05, power 0.8: the textbook 10
+    n = seeds_for_power(0.02, 0.024, family=20)
+    assert seeds_for_power(0.02, 0.024) < n < seeds_for_power(0.02, 0.012, family=20)
+    rng = np.random.default_rng(0)
+    d = rng.normal(0.024, 0.02, size=(4000, n))
+    t = d.mean(1) / (d.std(1, ddof=1) / np.sqrt(n))
+    from scipy.stats import t as tdist
+
+    power = np.mean(np.abs(t) > tdist.ppf(1 - 0.05 / 20 / 2, n - 1))
+    assert power >= 0.8 - 3 * np.sqrt(0.16 / 4000)
+    with pytest.raises(ValueError, match="sd > 0"):
+        seeds_for_power(0.0, 0.1)
