@@ -19,12 +19,17 @@ For every task and seed (docs/pipeline.md):
    ``shiftbounds.dialogue.neural.measures``), the simulators' sycophancy and realism, and per-seed paired
    differences of ``J_real`` between arms.
 
-Presets: ``smoke`` (about 15 s on 2 cores; the tests), ``default`` (the main results), ``gpu``
-(wider models, more logs and steps; ``--device auto`` picks the GPU).
+The stages are library functions (``shiftbounds.dialogue.neural.pipeline``); the (task, seed)
+runs go to ``--workers`` spawned processes (default: every core), each on one torch thread, so the
+outputs are the same bytes with any number of workers (``shiftbounds.utils.workers``).
+
+Presets: ``smoke`` (about 15 s on 2 cores; the tests), ``default`` (the main results, 20 seeds),
+``gpu`` (wider models, more logs and steps; ``--device auto`` picks the GPU).
 
 Outputs under ``--out-dir`` (default ``results/full_pipeline/<preset>/``): ``results.json``,
-``results.md`` (main table with 95 % CIs over seeds and the paired differences), ``main.csv``,
-``paired.csv``, ``per_turn.csv``, ``curves.csv``, ``simulators.csv``, ``config.json`` (settings
+``results.md`` (main table with 95 % CIs over seeds, the paired differences with exact sign-flip
+p-values and Holm's correction over the whole run, and the seeds each comparison needs),
+``main.csv``, ``paired.csv``, ``power.csv``, ``per_turn.csv``, ``curves.csv``, ``simulators.csv``, ``config.json`` (settings
 and environment; ``--config`` reruns it), ``timings.json`` / ``timings.md`` and figures (PNG +
 PDF). Every stage is saved under ``<task>/seed<k>/`` and skipped on a rerun; RL resumes from its
 last evaluation; a rerun with settings that change results is refused.
@@ -34,253 +39,30 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from shiftbounds.dialogue.exact.study import prompted_paradigm, reference_results
-from shiftbounds.dialogue.logs import read_jsonl, split, write_jsonl
 from shiftbounds.dialogue.neural import measures as M
-from shiftbounds.dialogue.neural.rollout import ExplicitUser, NeuralUser, rollout
-from shiftbounds.dialogue.neural.tokens import Vocab, encode
-from shiftbounds.dialogue.neural.training import (
-    ModelConfig,
-    RLConfig,
-    SFTConfig,
-    discriminator_accuracy,
-    realism_finetune,
-    sft,
-    train_agent,
-    train_discriminator,
-    user_nll,
-)
-from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
-from shiftbounds.dialogue.tasks import REAL_USERS, REWARD_SOURCES, TASKS, prompted_simulator
+from shiftbounds.dialogue.neural.pipeline import PipelineConfig, arms, comparisons, run_task_seed
+from shiftbounds.dialogue.prepare import make_task, prepare_task
 from shiftbounds.figures import plot_pipeline_curves, plot_pipeline_shifts, plot_pipeline_user_models
-from shiftbounds.nn.transformer import load_model, save_model
-from shiftbounds.theory.bounds import compounding
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
-from shiftbounds.utils.progress import Progress, format_seconds
-from shiftbounds.utils.seeding import numpy_rng, torch_generator, torch_init_seed
-from shiftbounds.utils.stages import StageCache
-from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    """Options of ``experiments.full_pipeline`` (each a flag)."""
-
-    # --- tasks and data
-    tasks: tuple[str, ...] = field(default=("guess_number", "booking"), metadata={"help": f"tasks, from {sorted(TASKS)}"})
-    horizon: int = field(default=4, metadata={"help": "agent turns H"})
-    n_logs: int = field(default=1500, metadata={"help": "logged dialogues of pi_data with the real user (train + held-out)"})
-    held_out: float = field(default=0.2, metadata={"help": "held-out fraction of the logs"})
-    real_user: str = field(default="memory", metadata={"help": f"the real user, from {sorted(REAL_USERS)}: 'memory' is consistent, impatient with repeated questions and clarifies more as the dialogue grows"})
-    accept_wrong: float = field(default=0.3, metadata={"help": "prompted simulator: probability of accepting a wrong proposal"})
-    leak: float = field(default=0.2, metadata={"help": "prompted simulator: probability of leaking the goal"})
-    reward_source: str = field(default="acceptance", metadata={"help": f"what simulators pay during RL, from {REWARD_SOURCES}"})
-    # --- models and stages
-    d_model: int = field(default=64, metadata={"help": "width of every network"})
-    n_layer: int = field(default=2, metadata={"help": "blocks of every network"})
-    sft_steps: int = field(default=1000, metadata={"help": "SFT steps (agent and simulator)"})
-    disc_steps: int = field(default=200, metadata={"help": "realism discriminator steps"})
-    realism_steps: int = field(default=200, metadata={"help": "discriminator-reward fine-tuning steps of the simulator; > 0 adds the calibrated_realism arm (0 = off)"})
-    rl_steps: int = field(default=1000, metadata={"help": "policy-gradient steps per paradigm (same for all)"})
-    goals_per_step: int = field(default=16, metadata={"help": "goals (or logged contexts) per RL step"})
-    group: int = field(default=4, metadata={"help": "group size of the baseline"})
-    rl_lr: float = field(default=1e-3, metadata={"help": "RL learning rate"})
-    kl_coef: float = field(default=0.05, metadata={"help": "KL(pi || pi_SFT) weight"})
-    eval_every: int = field(default=100, metadata={"help": "RL steps between learning-curve points"})
-    n_eval: int = field(default=2000, metadata={"help": "dialogues per final evaluation"})
-    n_curve: int = field(default=400, metadata={"help": "dialogues per learning-curve point"})
-    # --- run
-    seeds: int = field(default=5, metadata={"help": "seeds (independent logs and training)"})
-    seed: int = field(default=0, metadata={"help": "one seed for every generator"})
-    device: str = field(default="cpu", metadata={"help": "cpu, cuda or auto (CUDA when available); generators stay on the CPU, so draws match across devices"})
-    out_dir: str = field(default="results/full_pipeline/default", metadata={"help": "results folder", "resume": False})
-
-    def __post_init__(self) -> None:
-        bad = [t for t in self.tasks if t not in TASKS]
-        if bad or not self.tasks:
-            raise ValueError(f"--tasks must name tasks from {sorted(TASKS)}; got unknown {bad}")
-        if self.real_user not in REAL_USERS:
-            raise ValueError(f"--real-user must be one of {sorted(REAL_USERS)}; got {self.real_user!r}")
-        top = 4 if self.real_user == "memory" else 6
-        if not 2 <= self.horizon <= top:
-            raise ValueError(f"--horizon must lie in [2, {top}] with --real-user {self.real_user} (the exact views grow fast); got {self.horizon}")
-        if self.n_logs < 10 or not 0 < self.held_out < 0.9:
-            raise ValueError(f"--n-logs >= 10 and --held-out in (0, 0.9) required; got {self.n_logs}, {self.held_out}")
-        if not (0 <= self.accept_wrong <= 1 and 0 <= self.leak <= 0.9):
-            raise ValueError(f"--accept-wrong in [0, 1] and --leak in [0, 0.9] required; got {self.accept_wrong}, {self.leak}")
-        if self.reward_source not in REWARD_SOURCES:
-            raise ValueError(f"--reward-source must be one of {REWARD_SOURCES}; got {self.reward_source!r}")
-        if self.device not in ("cpu", "cuda", "auto"):
-            raise ValueError(f"--device must be cpu, cuda or auto; got {self.device!r}")
-        if self.seeds < 2:
-            raise ValueError(f"--seeds must be >= 2 (CIs over seeds); got {self.seeds}")
-        if self.n_eval < 10 or self.n_curve < 10:
-            raise ValueError(f"--n-eval and --n-curve must be >= 10; got {self.n_eval}, {self.n_curve}")
-        if self.d_model % 4:
-            raise ValueError(f"--d-model must be a multiple of 4 (4 heads); got {self.d_model}")
-        self.rl_config()  # validates the RL options
-        SFTConfig(self.sft_steps)
-
-    def rl_config(self) -> RLConfig:
-        return RLConfig(self.rl_steps, self.goals_per_step, self.group, self.rl_lr, self.kl_coef, "myopic", self.eval_every)
-
+from shiftbounds.utils.progress import format_seconds
+from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference, seeds_for_power
+from shiftbounds.utils.workers import default_workers, run_jobs
 
 PRESETS = {
     "default": {},
     "smoke": {"n_logs": 80, "sft_steps": 30, "disc_steps": 10, "realism_steps": 5, "rl_steps": 10, "eval_every": 5,
               "n_eval": 200, "n_curve": 50, "seeds": 2, "horizon": 3, "d_model": 32, "n_layer": 1},
     "gpu": {"n_logs": 5000, "d_model": 256, "n_layer": 4, "sft_steps": 3000, "disc_steps": 1000, "realism_steps": 500,
-            "rl_steps": 3000, "goals_per_step": 64, "group": 8, "n_eval": 20000, "n_curve": 2000, "seeds": 5,
+            "rl_steps": 3000, "goals_per_step": 64, "group": 8, "n_eval": 20000, "n_curve": 2000, "seeds": 20,
             "device": "auto"},
 }
-
-
-ARMS = {  # arm -> (paradigm, Static Context RL reward, training user)
-    "static_myopic": ("static", "myopic", None),
-    "static_one_step": ("static", "one_step", None),
-    "interactive": ("interactive", "myopic", "prompted"),
-    "calibrated": ("calibrated", "myopic", "calibrated"),
-    "calibrated_realism": ("calibrated", "myopic", "calibrated_realism"),
-}
-PAIRS = (("calibrated", "interactive"), ("calibrated_realism", "interactive"), ("calibrated_realism", "calibrated"),
-         ("interactive", "static_myopic"), ("interactive", "static_one_step"))
-
-
-def arms(cfg: PipelineConfig) -> tuple[str, ...]:
-    """The RL arms of a run: both Static Context RL variants, Interactive RL, Calibrated
-    Interactive RL with the SFT simulator and (with ``--realism-steps`` > 0) with the realism-tuned one."""
-    return tuple(a for a in ARMS if a != "calibrated_realism" or cfg.realism_steps > 0)
-
-
-def resolve_device(name: str) -> torch.device:
-    """``cpu``, ``cuda``, or ``auto`` (CUDA when available); a missing GPU is an error naming the option."""
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: no CUDA device is available here")
-    return torch.device("cuda" if name == "cuda" or (name == "auto" and torch.cuda.is_available()) else "cpu")
-
-
-def _on(data: dict, device: torch.device) -> dict:
-    return {k: v.to(device) for k, v in data.items()}
-
-
-def run_task_seed(cfg: PipelineConfig, task_name: str, k: int) -> dict:
-    """Every stage for one (task, seed), resuming from what is saved under ``<task>/seed<k>/``.
-
-    Every stage draws from a generator keyed by (task, seed index, stage[, step]) from ``--seed``
-    (:mod:`shiftbounds.utils.seeding`), and every network is initialised from its own key, so a
-    stage computes the same whether the stages before it ran in this process or were loaded."""
-    folder = Path(cfg.out_dir) / task_name / f"seed{k}"
-    cache = StageCache(folder)
-    if (folder / "measures.json").exists():
-        return read_json(folder / "measures.json")
-    dev = resolve_device(cfg.device)
-    gen = lambda *key: torch_generator(cfg.seed, task_name, k, *key)  # noqa: E731 - one generator per keyed draw
-    rng = lambda *key: numpy_rng(cfg.seed, task_name, k, *key)  # noqa: E731
-    task = make_task(task_name, cfg.horizon, cfg.reward_source)
-    prep = prepare_task(task, cfg.real_user)
-    vocab = Vocab(task)
-    mcfg = ModelConfig(cfg.d_model, cfg.n_layer)
-    real = ExplicitUser(task, prep.real)
-    prompted = ExplicitUser(task, prompted_simulator(cfg.accept_wrong, cfg.leak))
-    label = f"{task_name} seed{k}"
-    # ------------------------------------------------------------------ 1. logs
-    logs_path = folder / "logs.jsonl"
-    if not logs_path.exists():
-        write_jsonl(logs_path, task, sample_logs(prep, cfg.n_logs, rng=rng("logs")))
-    train_logs, held_logs = split(read_jsonl(logs_path, prep.space), cfg.held_out, rng=rng("split"))
-    train, held = _on(encode(vocab, train_logs), dev), _on(encode(vocab, held_logs), dev)
-
-    def build(name: str, n_classes: int | None = None):
-        with torch_init_seed(cfg.seed, task_name, k, "init", name):
-            return mcfg.build(vocab, n_classes).to(dev)
-
-    def stage(name: str, steps: int, make):
-        """Load ``<name>.pt`` or compute it with ``make(progress)`` (per-step progress with ETA) and save it."""
-        def compute():
-            prog = Progress(steps, f"{label} {name}", min_interval=5.0)
-            return make(lambda step, loss: prog.update(1, note=f"loss {loss:.4f}"))
-        return cache.torch(name, compute, load=lambda path: load_model(path).to(dev), save=save_model).eval()
-
-    # ------------------------------------------------------------------ 2. SFT agent, 3. calibrated simulator
-    sft_cfg = SFTConfig(cfg.sft_steps)
-    sft_agent = stage("sft_agent", cfg.sft_steps, lambda pr: sft(vocab, build("agent"), train, "agent", sft_cfg, gen("sft_agent"), pr))
-    sim_sft = stage("sim_sft", cfg.sft_steps, lambda pr: sft(vocab, build("sim"), train, "user", sft_cfg, gen("sim_sft"), pr))
-    disc = stage("discriminator", cfg.disc_steps, lambda pr: train_discriminator(
-        vocab, build("discriminator", 2), sim_sft, train, SFTConfig(cfg.disc_steps), gen("discriminator"), pr))
-    users = {None: None, "prompted": prompted, "calibrated": NeuralUser(vocab, sim_sft)}
-    sims = {"real": real, "prompted": prompted, "calibrated": sim_sft}
-    if cfg.realism_steps:
-        sim_realism = stage("sim_realism", cfg.realism_steps, lambda pr: realism_finetune(
-            vocab, sim_sft, disc, train, SFTConfig(cfg.realism_steps, lr=3e-4), cfg.kl_coef, gen("sim_realism"), pr))
-        users["calibrated_realism"] = NeuralUser(vocab, sim_realism)
-        sims["calibrated_realism"] = sim_realism
-    # ------------------------------------------------------------------ 4. RL, one algorithm for all paradigms
-    agents, curves = {}, {}
-    for arm in arms(cfg):
-        paradigm, static_reward, user_key = ARMS[arm]
-        train_user = users[user_key]
-
-        def evaluate(agent, step, u=train_user, arm=arm):
-            return M.evaluate_agent(vocab, agent, real, cfg.n_curve, gen("curve", arm, step), u)
-
-        def run_rl(arm=arm, paradigm=paradigm, static_reward=static_reward, train_user=train_user, evaluate=evaluate):
-            """RL of one arm, resumed from its checkpoint: ``(agent, curve)``."""
-            prog = Progress(cfg.rl_steps, f"{label} rl_{arm}", min_interval=5.0)
-            return train_agent(vocab, sft_agent, paradigm, replace(cfg.rl_config(), static_reward=static_reward),
-                               gen("rl", arm), logs=train, user=train_user, evaluate=evaluate,
-                               progress=lambda step, loss: prog.update(1, note=f"loss {loss:.4f}"),
-                               checkpoint=folder / f"rl_{arm}.ckpt")
-
-        rl: dict = {}  # the one RL run behind the agent and its curve (a rerun resumes from the final checkpoint)
-        agents[arm] = cache.torch(f"agent_{arm}", lambda: rl.setdefault("out", run_rl())[0],
-                                  load=lambda path: load_model(path).to(dev), save=save_model).eval()
-        curves[arm] = cache.json(f"curve_{arm}", lambda: rl.setdefault("out", run_rl())[1])
-    # ------------------------------------------------------------------ 5. measurements
-    def measure() -> dict:
-        # d^{pi_data}: a fresh sample of n_eval logging dialogues (the held-out logs are few, and a
-        # plug-in TV is biased upwards by about sqrt(contexts / n))
-        ref = _on(encode(vocab, sample_logs(prep, cfg.n_eval, rng=rng("pi_data_sample"))), dev)
-        ref_states = M.summaries(prep.space, ref["actions"], ref["acts"])
-        out = {"task": task_name, "seed": k, "sft": M.evaluate_agent(vocab, sft_agent, real, cfg.n_eval, gen("measure", "sft")),
-               "paradigms": {}, "simulators": {}}
-        for arm, agent in agents.items():
-            train_user = users[ARMS[arm][2]]
-            mg = gen("measure", arm)
-            ev = M.evaluate_agent(vocab, agent, real, cfg.n_eval, mg, train_user)
-            eps = M.eps_on_logs(vocab, agent, prep.space, prep.data_policy, ref, ref_states)
-            goals = torch.randint(task.n_goals, (cfg.n_eval,), generator=mg).to(dev)
-            ro_real = rollout(vocab, agent, real, goals, generator=mg)
-            ro_sim = rollout(vocab, agent, train_user or real, goals, generator=mg, real=real)
-            s_real = M.summaries(prep.space, ro_real.actions, ro_real.acts)
-            s_sim = M.summaries(prep.space, ro_sim.actions, ro_sim.acts)
-            res = {**ev, "eps": eps, "B_eps": compounding(np.array(eps["mean"])).tolist(),
-                   "Delta": M.plugin_tv(s_real, ref_states, prep.space.n_states, rng=rng("Delta", arm)), "curve": curves[arm]}
-            if train_user is not None:
-                errs = M.simulator_errors(ro_sim, task)
-                res.update({"delta": errs["delta"], "rho": errs["rho"],
-                            "B_delta": compounding(np.array(errs["delta"]["mean"])).tolist(),
-                            "D": M.plugin_tv(s_real, s_sim, prep.space.n_states, rng=rng("D", arm))})
-            out["paradigms"][arm] = res
-        for name, user in sims.items():
-            out["simulators"][name] = {**M.sycophancy(vocab, user, held), "nll_per_turn": user_nll(vocab, user, held).tolist()}
-        for name in sims:
-            if name == "real":
-                continue
-            d = disc if name == "calibrated" else train_discriminator(
-                vocab, build(f"discriminator_{name}", 2), sims[name], train, SFTConfig(cfg.disc_steps), gen("discriminator", name))
-            out["simulators"][name]["discriminator_accuracy"] = discriminator_accuracy(vocab, d, sims[name], held, gen("disc_eval", name))
-        return out
-
-    out = cache.json("measures", measure)
-    write_json(folder / "timings.json", cache.seconds)  # stages computed in the call that finished this (task, seed)
-    return out
 
 
 def exact_references(cfg: PipelineConfig, task_name: str) -> dict:
@@ -298,20 +80,40 @@ def _ci_cells(prefix: str, x: np.ndarray) -> dict:
 
 
 def paired_rows(cfg: PipelineConfig, runs: list[dict]) -> list[dict]:
-    """Per-seed paired differences of ``J_real`` (the seeds share logs, SFT agent and simulators),
-    with 95 % t-intervals over seeds; ``verdict`` names an ordering only when the CI excludes 0,
-    ``holm verdict`` only when it also survives Holm's correction over the task's comparisons."""
+    """Per-seed paired differences of ``J_real`` (the arms of a seed share logs, SFT agent,
+    simulators and evaluation draws) for every comparison of every task: the mean with a 95 %
+    t-interval over seeds, the exact sign-flip ``p`` (``p_t``: the t-test's, beside it), the
+    verdict it supports alone and ``holm verdict`` after Holm's correction over the whole family
+    (every comparison of every task of the run). ``sd`` is the paired standard deviation over
+    seeds, ``eval_sd`` its evaluation part (the per-dialogue spread of the difference on the
+    shared evaluation draws, root mean square over seeds) and ``train_sd`` the rest."""
     rows = []
-    present = arms(cfg)
-    pairs = [p for p in PAIRS if p[0] in present and p[1] in present] + [(a, "sft") for a in present]
     for task in cfg.tasks:
         rs = sorted((r for r in runs if r["task"] == task), key=lambda r: r["seed"])
         val = lambda r, arm: r["sft"]["J_real"] if arm == "sft" else r["paradigms"][arm]["J_real"]  # noqa: E731
-        ds = [paired_difference(np.array([val(r, a) for r in rs]), np.array([val(r, b) for r in rs]), (a, b)) for a, b in pairs]
-        rows += [{"task": task, "difference": d["difference"], "mean": d["mean"], "ci": f"[{d['low']:.3f}, {d['high']:.3f}]",
-                  "low": d["low"], "high": d["high"], "seeds": d["n"], "verdict": d["verdict"], "p": d["p"], "holm verdict": holm}
-                 for d, holm in zip(ds, holm_verdicts(ds))]
+        for a, b in comparisons(cfg):
+            d = paired_difference(np.array([val(r, a) for r in rs]), np.array([val(r, b) for r in rs]), (a, b))
+            eval_sd = float(np.sqrt(np.mean([r["eval_var"][f"{a} - {b}"] for r in rs])))
+            rows.append({"task": task, "difference": d["difference"], "mean": d["mean"], "ci": f"[{d['low']:.3f}, {d['high']:.3f}]",
+                         "low": d["low"], "high": d["high"], "seeds": d["n"], "sd": d["sd"], "eval_sd": eval_sd,
+                         "train_sd": float(np.sqrt(max(0.0, d["sd"] ** 2 - eval_sd ** 2))), "p": d["p"], "p_method": d["p_method"],
+                         "p_t": d["p_t"], "verdict": d["verdict"]})
+    for row, holm in zip(rows, holm_verdicts(rows)):
+        row["holm verdict"] = holm
     return rows
+
+
+def power_rows(paired: list[dict], alpha: float = 0.05, power: float = 0.8) -> list[dict]:
+    """Seeds each comparison would need: a two-sided t-test at ``alpha / m`` (Holm's first step
+    over the run's ``m`` comparisons) detecting the observed mean difference with the observed
+    paired SD with probability ``power`` (:func:`~shiftbounds.utils.stats.seeds_for_power`)."""
+    out = []
+    for r in paired:
+        n = (seeds_for_power(r["sd"], r["mean"], alpha=alpha, power=power, family=len(paired))
+             if r["sd"] > 0 and r["mean"] != 0 else None)
+        out.append({"task": r["task"], "difference": r["difference"], "mean": r["mean"], "sd": r["sd"],
+                    "seeds_needed": n, "seeds_run": r["seeds"]})
+    return out
 
 
 def summarise(cfg: PipelineConfig, runs: list[dict]) -> tuple[list[dict], list[dict], list[dict], list[dict]]:
@@ -368,26 +170,26 @@ def summarise(cfg: PipelineConfig, runs: list[dict]) -> tuple[list[dict], list[d
 def run(cfg: PipelineConfig) -> dict:
     """Run (or resume) every stage, write every output, return the results dict.
 
-    Refuses an ``--out-dir`` made under settings that change results (naming them). Every output
-    file except ``timings.json`` / ``timings.md`` (wall seconds) is the same, byte for byte,
-    whether the run went through at once or was killed and resumed any number of times."""
+    The (task, seed) runs go to ``--workers`` processes, each on one torch thread, so every output
+    file except ``timings.json`` / ``timings.md`` (wall seconds) is the same, byte for byte, with
+    any number of workers, and whether the run went through at once or was killed and resumed any
+    number of times. Refuses an ``--out-dir`` made under settings that change results (naming them)."""
     out = Path(cfg.out_dir)
-    guard_resume(out, cfg)
-    prog = Progress(len(cfg.tasks) * cfg.seeds, "full_pipeline (task, seed) runs")
-    runs, times = [], {}
-    for task in cfg.tasks:
-        for k in range(cfg.seeds):
-            t0 = time.perf_counter()
-            runs.append(run_task_seed(cfg, task, k))
-            times[f"{task}/seed{k}"] = time.perf_counter() - t0
-            prog.update(1, note=f"{task} seed{k} done")
+    guard_resume(out, replace(cfg, workers=0))  # the worker count is recorded in timings only: it changes no result
+    jobs = [(cfg, task, k) for task in cfg.tasks for k in range(cfg.seeds)]
+    workers = cfg.workers or default_workers()
+    t0 = time.perf_counter()
+    runs = run_jobs(run_task_seed, jobs, workers, label=f"full_pipeline (task, seed) runs on {workers} workers")
+    times = {"wall_seconds": time.perf_counter() - t0, "workers": workers}
     main, per_turn, curves, sims = summarise(cfg, runs)
     paired = paired_rows(cfg, runs)
-    results = {"config": asdict(cfg), "main": main, "paired": paired, "per_turn": per_turn, "simulators": sims,
-               "curves": curves, "runs": runs}
+    power = power_rows(paired)
+    results = {"config": asdict(replace(cfg, workers=0)), "main": main, "paired": paired, "power": power, "per_turn": per_turn,
+               "simulators": sims, "curves": curves, "runs": runs}
     write_json(out / "results.json", results)
     write_csv(out / "main.csv", main)
     write_csv(out / "paired.csv", paired)
+    write_csv(out / "power.csv", power)
     write_csv(out / "per_turn.csv", per_turn)
     write_csv(out / "curves.csv", curves)
     write_csv(out / "simulators.csv", sims)
@@ -399,8 +201,16 @@ def run(cfg: PipelineConfig) -> dict:
           f"the tabular engine; `sft` is the shared starting point of every arm.\n\n"
           + markdown_table(main, ["task", "paradigm", "J_real", "J_real_ci", "success", "J_sim", "sim_gap", "sim_gap_ci",
                                   "sum_eps", "sum_Delta", "sum_delta", "sum_rho"])
-          + "\n## Paired differences of J_real over seeds (95 % CI; an ordering only where it excludes 0; Holm: also after correction over the task's comparisons)\n\n"
-          + markdown_table(paired, ["task", "difference", "mean", "ci", "p", "verdict", "holm verdict"])
+          + f"\n## Paired differences of J_real over seeds\n\nMean with 95 % t-interval over seeds; `p`: exact sign-flip "
+            f"(permutation) p-value, on which `verdict` rests; `p_t`: the t-test's, for comparison. Family for Holm's "
+            f"correction: all {len(paired)} comparisons below (every task together). `sd`: paired SD over seeds; "
+            f"`eval_sd`: its evaluation part (every arm of a seed is evaluated on the same goals and user draws); "
+            f"`train_sd`: the rest.\n\n"
+          + markdown_table(paired, ["task", "difference", "mean", "ci", "sd", "eval_sd", "train_sd", "p", "p_t", "verdict",
+                                    "holm verdict"])
+          + "\n## Seeds a comparison needs\n\nTwo-sided t-test at 0.05 / (family size), power 0.8, to detect the "
+            "observed mean difference with the observed paired SD (`seeds_needed`; empty where the mean or SD is 0).\n\n"
+          + markdown_table(power, ["task", "difference", "mean", "sd", "seeds_needed", "seeds_run"])
           + "\n## User models at held-out logged histories\n\n"
           + markdown_table(sims, ["task", "user_model", *M.USER_RATES, "nll_per_turn", "discriminator_accuracy"])
           + "\nDiscriminator accuracy: a classifier of real vs simulated user turns trained on the train logs, "
@@ -410,11 +220,10 @@ def run(cfg: PipelineConfig) -> dict:
     names = list(dict.fromkeys(n for t in stage_s for n in t))
     stage_rows = [{"stage": n, "mean_seconds": float(np.mean([t[n] for t in stage_s if n in t])),
                    "runs": sum(n in t for t in stage_s)} for n in names]
-    write_json(out / "timings.json", {"per_task_seed_this_call": times, "stages": stage_rows})
-    atomic_write_text(out / "timings.md", "# Wall time\n\nPer (task, seed) in the last call:\n\n"
-                      + "\n".join(f"- {k}: {format_seconds(v)}" for k, v in times.items())
-                      + "\n\nPer stage, over the (task, seed) runs whose stages were computed:\n\n"
-                      + (markdown_table(stage_rows) if stage_rows else "(none)\n"))
+    write_json(out / "timings.json", {"this_call": times, "stages": stage_rows})
+    atomic_write_text(out / "timings.md", f"# Wall time\n\nThis call: {format_seconds(times['wall_seconds'])} on "
+                      f"{workers} workers (one torch thread each).\n\nPer stage, over the (task, seed) runs whose stages were "
+                      "computed (one thread each):\n\n" + (markdown_table(stage_rows) if stage_rows else "(none)\n"))
     plot_pipeline_curves(results, out / "learning_curves")
     plot_pipeline_shifts(results, out / "per_turn_shifts")
     plot_pipeline_user_models(results, out / "user_models")
@@ -433,7 +242,7 @@ def main(argv: list[str] | None = None) -> dict:
     cfg = parse_config(PipelineConfig, __doc__, PRESETS, argv, name="experiments.full_pipeline")
     results = exit_on_stale(run, cfg)
     print((Path(cfg.out_dir) / "results.md").read_text())
-    print(f"wrote {cfg.out_dir}: results.md, results.json, main.csv, paired.csv, per_turn.csv, curves.csv, simulators.csv, "
+    print(f"wrote {cfg.out_dir}: results.md, results.json, main.csv, paired.csv, power.csv, per_turn.csv, curves.csv, simulators.csv, "
           "timings.md, figures")
     return results
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from experiments import full_pipeline as fp
+from shiftbounds.dialogue.neural.pipeline import resolve_device
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,7 +33,7 @@ def test_device_cuda_without_a_gpu_names_the_option(tmp_path):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present")
     with pytest.raises(ValueError, match="--device cuda: no CUDA device"):
-        fp.resolve_device("cuda")
+        resolve_device("cuda")
 
 
 @pytest.mark.slow

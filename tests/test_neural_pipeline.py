@@ -9,7 +9,7 @@ import torch
 from experiments import full_pipeline as fp
 from shiftbounds.dialogue.neural import measures as M
 from shiftbounds.dialogue.neural.history import exact_tree
-from shiftbounds.dialogue.neural.rollout import ExplicitUser, NeuralUser, agent_turn_logits, rollout
+from shiftbounds.dialogue.neural.rollout import ExplicitUser, NeuralUser, agent_turn_logits, draw_noise, inverse_cdf, rollout
 from shiftbounds.dialogue.neural.tokens import BOS, PAD, Vocab, encode
 from shiftbounds.dialogue.neural.training import ModelConfig, RLConfig, SFTConfig, sft, train_agent
 from shiftbounds.dialogue.prepare import data_policy, prepare_task, sample_logs
@@ -91,7 +91,7 @@ def test_neural_estimates_agree_with_exact_tree(tiny):
     real = ExplicitUser(prep.task, prep.real)
     sim = ExplicitUser(prep.task, prompted_simulator(0.3, 0.2))
     g = torch.Generator().manual_seed(1)
-    est = M.evaluate_agent(vocab, agent, real, 6000, g)
+    est = M.evaluate_agent(vocab, agent, real, draw_noise(prep.task, 6000, g))
     exact_J = exact_tree(vocab, prep.space, agent, real)["J"]
     assert _within(est["J_real"], exact_J, est["J_real_low"], est["J_real_high"]), (est, exact_J)
     logs = encode(vocab, sample_logs(prep, 4000, rng=np.random.default_rng(5)))
@@ -170,10 +170,31 @@ def test_neural_user_rollout_and_static_rl(tiny):
         assert all(torch.isfinite(p).all() for p in a.parameters())
 
 
+def test_inverse_cdf_draws_the_law_and_common_noise_pairs_agents(tiny):
+    """GIVEN probabilities and uniforms WHEN drawn by inverse CDF THEN the frequencies follow the law;
+    GIVEN one agent evaluated twice and a second agent, all on the same RolloutNoise THEN the twice-run
+    agent repeats itself exactly, and the two agents meet the same goals."""
+    probs = torch.tensor([[0.1, 0.6, 0.3]]).expand(60000, 3)
+    u = torch.rand(60000, generator=torch.Generator().manual_seed(0), dtype=torch.float64)
+    freq = torch.bincount(inverse_cdf(probs, u), minlength=3).double() / 60000
+    assert torch.allclose(freq, torch.tensor([0.1, 0.6, 0.3], dtype=torch.float64), atol=0.01)
+    assert inverse_cdf(torch.tensor([[0.0, 1.0, 0.0]]), torch.tensor([0.0], dtype=torch.float64)).item() == 1  # never a zero-mass act
+    prep, vocab, agent = tiny
+    real = ExplicitUser(prep.task, prep.real)
+    noise = draw_noise(prep.task, 300, torch.Generator().manual_seed(4))
+    a, b = rollout(vocab, agent, real, noise=noise), rollout(vocab, agent, real, noise=noise)
+    assert torch.equal(a.actions, b.actions) and torch.equal(a.acts, b.acts)
+    other = ModelConfig(32, 1).build(vocab)
+    c = rollout(vocab, other, real, noise=noise)
+    assert torch.equal(c.goals, a.goals) and not torch.equal(c.actions, a.actions)
+    with pytest.raises(ValueError, match="noise"):
+        rollout(vocab, agent, real, noise.goals, noise=noise)
+
+
 def test_full_pipeline_smoke_and_resume(tmp_path):
     out = tmp_path / "fp"
     res = fp.main(["--preset", "smoke", "--out-dir", str(out)])
-    for name in ("results.md", "results.json", "main.csv", "paired.csv", "per_turn.csv", "curves.csv", "simulators.csv",
+    for name in ("results.md", "results.json", "main.csv", "paired.csv", "power.csv", "per_turn.csv", "curves.csv", "simulators.csv",
                  "config.json", "timings.md", "learning_curves.png", "learning_curves.pdf", "per_turn_shifts.png", "user_models.png"):
         assert (out / name).exists(), name
     rows = {(r["task"], r["paradigm"]) for r in res["main"]}
@@ -186,7 +207,8 @@ def test_full_pipeline_smoke_and_resume(tmp_path):
         per_seed = [x["paradigms"]["calibrated"]["J_real"] - x["paradigms"]["interactive"]["J_real"]
                     for x in res["runs"] if x["task"] == t]
         assert r["mean"] == pytest.approx(np.mean(per_seed)) and r["low"] <= r["mean"] <= r["high"]
-        assert r["verdict"] == ("not significant" if r["low"] <= 0 <= r["high"] else r["verdict"])
+        assert r["verdict"] == "not significant" and r["p"] >= 0.5  # two seeds: the smallest sign-flip p is 2 / 4
+        assert r["eval_sd"] > 0 and r["train_sd"] ** 2 == pytest.approx(max(0.0, r["sd"] ** 2 - r["eval_sd"] ** 2))
         assert (t, "static_one_step - sft") in diffs
     cfg = parse_config(fp.PipelineConfig, "", fp.PRESETS, ["--preset", "smoke", "--out-dir", str(out)], name="experiments.full_pipeline")
     again = fp.run(cfg)

@@ -18,7 +18,8 @@ import torch
 from experiments import full_pipeline
 from shiftbounds.utils.io import StaleFolderError
 
-ARGS = ["--preset", "smoke", "--tasks", "guess_number", "--rl-steps", "40", "--eval-every", "10", "--threads", "1"]
+# one worker: a SIGKILL of the main process would leave spawned workers finishing their stage
+ARGS = ["--preset", "smoke", "--tasks", "guess_number", "--rl-steps", "40", "--eval-every", "10", "--workers", "1"]
 
 
 def _cmd(out: Path, *extra: str) -> list[str]:
@@ -48,6 +49,19 @@ def _files(folder: Path) -> list[Path]:
     return sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file() and not p.name.startswith("timings"))
 
 
+def _assert_same_files(ref: Path, out: Path, what: str) -> None:
+    """Every file but timings the same: bytes, or tensors for torch files (whose serialisation id is random)."""
+    assert _files(ref) == _files(out)
+    for rel in _files(ref):
+        if rel.suffix in (".pt", ".ckpt"):
+            a, b = (torch.load(d / rel, weights_only=True) for d in (ref, out))
+            sa = a["state"] if "state" in a else a["agent"]
+            sb = b["state"] if "state" in b else b["agent"]
+            assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa), rel
+        else:
+            assert filecmp.cmp(ref / rel, out / rel, shallow=False), f"{rel} differs {what}"
+
+
 @pytest.mark.slow
 def test_sigkill_mid_rl_then_resume_equals_uninterrupted(tmp_path):
     out = tmp_path / "run"
@@ -69,15 +83,23 @@ def test_sigkill_mid_rl_then_resume_equals_uninterrupted(tmp_path):
         if proc.returncode == 0:
             break
     assert kills == 3 and proc.returncode == 0
-    assert _files(ref) == _files(out)
-    for rel in _files(ref):
-        if rel.suffix in (".pt", ".ckpt"):  # torch.save writes a random serialisation id: compare tensors
-            a, b = (torch.load(d / rel, weights_only=False) for d in (ref, out))
-            sa = a["state"] if "state" in a else a["agent"]
-            sb = b["state"] if "state" in b else b["agent"]
-            assert sa.keys() == sb.keys() and all(torch.equal(sa[k], sb[k]) for k in sa), rel
-        else:
-            assert filecmp.cmp(ref / rel, out / rel, shallow=False), f"{rel} differs after kill and resume"
+    _assert_same_files(ref, out, "after kill and resume")
+
+
+def test_one_worker_and_two_workers_write_the_same_bytes(tmp_path):
+    """GIVEN the smoke preset (two tasks x two seeds: four independent (task, seed) stages) WHEN it
+    runs on one worker and, in the same folder afresh, on two spawned workers THEN the recorded
+    worker counts differ and every other file is the same."""
+    out = tmp_path / "run"
+    args = ["--preset", "smoke", "--rl-steps", "6", "--eval-every", "3", "--out-dir", str(out)]
+    full_pipeline.main([*args, "--workers", "1"])
+    ref = tmp_path / "reference"
+    out.rename(ref)
+    full_pipeline.main([*args, "--workers", "2"])
+    counts = [json.loads((d / "timings.json").read_text())["this_call"]["workers"] for d in (ref, out)]
+    assert counts == [1, 2]
+    assert len(list(out.glob("*/seed*/measures.json"))) == 4
+    _assert_same_files(ref, out, "between one and two workers")
 
 
 def test_config_json_reruns_the_run(tmp_path):

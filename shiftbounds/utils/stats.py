@@ -167,7 +167,7 @@ def paired_difference(x: np.ndarray, y: np.ndarray, names: tuple[str, str] = ("x
 
     The verdict names an ordering (``"x > y"`` / ``"x < y"``, by the sign of the mean) only when
     ``p < 1 - level``; else ``"not significant"``. Differences that are all equal (no spread) are
-    flagged ``constant``: the t statistic is undefined there, so ``p_t`` is ``nan``, never 0, and
+    flagged ``constant``: the t statistic is undefined there, so ``p_t`` is ``None``, never 0, and
     the permutation p is what it is (``2 / 2^n`` for a constant non-zero difference).
     """
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
@@ -177,7 +177,7 @@ def paired_difference(x: np.ndarray, y: np.ndarray, names: tuple[str, str] = ("x
     e = mean_ci(d, level)
     constant = bool(np.all(d == d[0]))
     sd = d.std(ddof=1)
-    p_t = float("nan") if constant or sd == 0 else float(2 * _stats.t.sf(abs(d.mean() / (sd / np.sqrt(d.size))), d.size - 1))
+    p_t = None if constant or sd == 0 else float(2 * _stats.t.sf(abs(d.mean() / (sd / np.sqrt(d.size))), d.size - 1))
     p, method = sign_flip_p(d)
     a, b = names
     verdict = "not significant" if p >= 1 - level or d.mean() == 0 else f"{a} > {b}" if d.mean() > 0 else f"{a} < {b}"

@@ -25,6 +25,7 @@ from shiftbounds.dialogue.neural.rollout import (
     ExplicitUser,
     NeuralUser,
     Rollout,
+    RolloutNoise,
     agent_turn_logits,
     memory_along,
     rollout,
@@ -72,20 +73,25 @@ def summaries(space: SummarySpace, actions: torch.Tensor, acts: torch.Tensor) ->
     return out
 
 
-@torch.no_grad()
-def evaluate_agent(vocab: Vocab, agent: Transformer, real: ExplicitUser, n: int, generator: torch.Generator,
-                   sim: ExplicitUser | NeuralUser | None = None) -> dict:
-    """``J_real`` (judge, real user), success and turns; with ``sim``, also ``J_sim`` (its acceptance)."""
-    goals = torch.randint(vocab.task.n_goals, (n,), generator=generator).to(next(agent.parameters()).device)
-    ro = rollout(vocab, agent, real, goals, generator=generator)
-    j = mean_ci(ro.judge_rewards.sum(1).double().cpu().numpy())
+def evaluation(ro_real: Rollout, ro_sim: Rollout | None = None) -> dict:
+    """``J_real`` (judge, real user) with its CI over dialogues, success and turns from a rollout
+    against the real user; with a rollout against a simulator, also ``J_sim`` (its acceptance)."""
+    j = mean_ci(ro_real.judge_rewards.sum(1).double().cpu().numpy())
     out = {"J_real": j.value, "J_real_low": j.low, "J_real_high": j.high,
-           "success": float(ro.success.mean()), "turns": float(ro.turn_mask.sum(1).mean())}
-    if sim is not None:
-        ro_s = rollout(vocab, agent, sim, goals, generator=generator)
-        out["J_sim"] = float(ro_s.accept_rewards.sum(1).mean())
+           "success": float(ro_real.success.mean()), "turns": float(ro_real.turn_mask.sum(1).mean())}
+    if ro_sim is not None:
+        out["J_sim"] = float(ro_sim.accept_rewards.sum(1).mean())
         out["sim_gap"] = out["J_sim"] - out["J_real"]
     return out
+
+
+@torch.no_grad()
+def evaluate_agent(vocab: Vocab, agent: Transformer, real: ExplicitUser, noise: RolloutNoise,
+                   sim: ExplicitUser | NeuralUser | None = None) -> dict:
+    """:func:`evaluation` of ``agent`` on the goals and draws of ``noise`` (common random numbers:
+    agents evaluated with the same noise are paired dialogue by dialogue)."""
+    ro = rollout(vocab, agent, real, noise=noise)
+    return evaluation(ro, rollout(vocab, agent, sim, noise=noise) if sim is not None else None)
 
 
 @torch.no_grad()

@@ -148,12 +148,51 @@ class Rollout:
         return (self.judge_rewards == 1.0).any(1).float()
 
 
+@dataclass(frozen=True)
+class RolloutNoise:
+    """Common random numbers for evaluation rollouts: the goals ``[B]`` and one uniform per
+    dialogue and turn for the agent's draw and for the user's ``[B, H]``.
+
+    Every arm of a seed evaluated with the same noise meets the same goals, and where two agents
+    reach the same history they act alike with the same probability law and their users answer
+    alike: the paired difference between two arms then carries little evaluation noise.
+    """
+
+    goals: torch.Tensor
+    agent_u: torch.Tensor
+    user_u: torch.Tensor
+
+
+def draw_noise(task: HiddenGoalTask, n: int, generator: torch.Generator) -> RolloutNoise:
+    """``n`` goals and their uniforms, drawn from ``generator`` (on the CPU)."""
+    goals = torch.randint(task.n_goals, (n,), generator=generator)
+    return RolloutNoise(goals, torch.rand(n, task.horizon, generator=generator, dtype=torch.float64),
+                        torch.rand(n, task.horizon, generator=generator, dtype=torch.float64))
+
+
+def inverse_cdf(probs: torch.Tensor, u: torch.Tensor) -> torch.Tensor:
+    """One draw per row of ``probs [B, V]`` from the uniforms ``u [B]`` in ``[0, 1)``: the first
+    index whose cumulative probability exceeds ``u`` (so never an index of zero mass; the naive
+    ``multinomial`` driven by a given uniform)."""
+    cdf = probs.double().cumsum(-1)
+    return (cdf <= (u.to(cdf.device) * cdf[:, -1])[:, None]).sum(-1).clamp_max(probs.shape[-1] - 1)
+
+
 @torch.no_grad()
-def rollout(vocab: Vocab, agent: Transformer, user: ExplicitUser | NeuralUser, goals: torch.Tensor, *,
+def rollout(vocab: Vocab, agent: Transformer, user: ExplicitUser | NeuralUser, goals: torch.Tensor | None = None, *,
             temperature: float = 1.0, generator: torch.Generator | None = None,
-            real: ExplicitUser | None = None) -> Rollout:
-    """Run ``len(goals)`` dialogues of ``H`` turns; see :class:`Rollout`."""
+            real: ExplicitUser | None = None, noise: RolloutNoise | None = None) -> Rollout:
+    """Run ``len(goals)`` dialogues of ``H`` turns; see :class:`Rollout`.
+
+    With ``noise`` (:class:`RolloutNoise`, temperature 1 only), the goals and every draw come from
+    it instead of ``goals`` and ``generator``, on the device of the agent."""
     task = vocab.task
+    if noise is not None:
+        if goals is not None or temperature != 1.0:
+            raise ValueError("rollout with noise takes its goals from the noise and samples at temperature 1")
+        goals = noise.goals.to(next(agent.parameters()).device)
+    elif goals is None:
+        raise ValueError("rollout needs goals (or noise)")
     H, B, Q, pen = task.horizon, goals.shape[0], task.n_questions, task.wrong_penalty
     dev = goals.device
     a_off, u_off = vocab.agent_offset, vocab.user_offset
@@ -167,14 +206,15 @@ def rollout(vocab: Vocab, agent: Transformer, user: ExplicitUser | NeuralUser, g
     for t in range(H):
         la = logits[:, -1, a_off: a_off + vocab.n_agent].float()
         pa = torch.softmax(la, -1)
-        a = sample_tokens(la, temperature, generator)
+        a = sample_tokens(la, temperature, generator) if noise is None else inverse_cdf(pa, noise.agent_u[:, t])
         a_tok = torch.where(alive, a + a_off, PAD)
         if isinstance(user, NeuralUser):
             new = a_tok[:, None] if pending is None else torch.stack([pending, a_tok], 1)
             pu, user_cache = user.step(user_cache, new, a)
         else:
             pu = user.probs(goals, a, t, memory)
-        u = sample_tokens(torch.log(pu.clamp_min(1e-30)), 1.0, generator)
+        u = (sample_tokens(torch.log(pu.clamp_min(1e-30)), 1.0, generator) if noise is None
+             else inverse_cdf(pu, noise.user_u[:, t]))
         u_tok = torch.where(alive, u + u_off, PAD)
         proposal = a >= Q
         rj = judge_reward(task, a, goals) * alive

@@ -279,7 +279,7 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
     window = {"pg": 0.0, "kl": 0.0, "steps": 0}  # loss parts since the last curve point
     start = 0
     if checkpoint is not None and Path(checkpoint).exists():
-        blob = torch.load(checkpoint, map_location=_device(agent), weights_only=False)
+        blob = torch.load(checkpoint, map_location=_device(agent), weights_only=True)
         agent.load_state_dict(blob["agent"])
         opt.load_state_dict(blob["opt"])
         generator.set_state(blob["generator"].cpu())
