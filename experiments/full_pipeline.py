@@ -24,12 +24,14 @@ runs go to ``--workers`` spawned processes (default: every core), each on one to
 outputs are the same bytes with any number of workers (``shiftbounds.utils.workers``).
 
 Presets: ``smoke`` (about 15 s on 2 cores; the tests), ``default`` (the main results, 20 seeds),
+``power`` (330 seeds: what a power calculation from the default run asks for to decide Calibrated
+against Interactive RL; about 9 h on 2 cores),
 ``gpu`` (wider models, more logs and steps; ``--device auto`` picks the GPU).
 
 Outputs under ``--out-dir`` (default ``results/full_pipeline/<preset>/``): ``results.json``,
 ``results.md`` (main table with 95 % CIs over seeds, the paired differences with exact sign-flip
 p-values and Holm's correction over the whole run, and the seeds each comparison needs),
-``main.csv``, ``paired.csv``, ``power.csv``, ``per_turn.csv``, ``curves.csv``, ``simulators.csv``, ``config.json`` (settings
+``main.csv``, ``paired.csv``, ``power.csv``, ``plateau.csv``, ``per_turn.csv``, ``curves.csv``, ``simulators.csv``, ``config.json`` (settings
 and environment; ``--config`` reruns it), ``timings.json`` / ``timings.md`` and figures (PNG +
 PDF). Every stage is saved under ``<task>/seed<k>/`` and skipped on a rerun; RL resumes from its
 last evaluation; a rerun with settings that change results is refused.
@@ -52,13 +54,19 @@ from shiftbounds.figures import plot_pipeline_curves, plot_pipeline_shifts, plot
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import format_seconds
-from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference, seeds_for_power
+from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference, plateau_step, seeds_for_power
 from shiftbounds.utils.workers import default_workers, run_jobs
 
 PRESETS = {
     "default": {},
     "smoke": {"n_logs": 80, "sft_steps": 30, "disc_steps": 10, "realism_steps": 5, "rl_steps": 10, "eval_every": 5,
               "n_eval": 200, "n_curve": 50, "seeds": 2, "horizon": 3, "d_model": 32, "n_layer": 1},
+    # the seeds the default run's power calculation asks for (results/full_pipeline/default/power.csv):
+    # Calibrated - Interactive, the paper's comparison, at its observed mean difference and paired SD,
+    # two-sided t-test at 0.05 / 20 (Holm's first step over the run's 20 comparisons), power 0.8:
+    # 183 seeds on guess_number (0.030, SD 0.103), 330 on booking (0.015, SD 0.070); the larger is taken.
+    # About 330 / 20 x 34 min = 9.4 h on 2 cores.
+    "power": {"seeds": 330},
     "gpu": {"n_logs": 5000, "d_model": 256, "n_layer": 4, "sft_steps": 3000, "disc_steps": 1000, "realism_steps": 500,
             "rl_steps": 3000, "goals_per_step": 64, "group": 8, "n_eval": 20000, "n_curve": 2000, "seeds": 20,
             "device": "auto"},
@@ -101,6 +109,27 @@ def paired_rows(cfg: PipelineConfig, runs: list[dict]) -> list[dict]:
     for row, holm in zip(rows, holm_verdicts(rows)):
         row["holm verdict"] = holm
     return rows
+
+
+PLATEAU_TOL = 0.02
+"""Learning-curve plateau criterion: within this much of the curve's final level (mean ``J_real``
+over seeds of its last three points), about twice a curve point's standard error with 20 seeds."""
+
+
+def plateau_rows(curves: list[dict]) -> list[dict]:
+    """Per task and arm: the mean learning curve over seeds, its final level and the first step from
+    which it stays within :data:`PLATEAU_TOL` of it (:func:`~shiftbounds.utils.stats.plateau_step`)."""
+    out = []
+    for task, arm in dict.fromkeys((c["task"], c["paradigm"]) for c in curves):
+        by_step: dict = {}
+        for c in curves:
+            if c["task"] == task and c["paradigm"] == arm:
+                by_step.setdefault(c["step"], []).append(c["J_real"])
+        steps = sorted(by_step)
+        means = [float(np.mean(by_step[s])) for s in steps]
+        out.append({"task": task, "paradigm": arm, "start": means[0], "final_level": float(np.mean(means[-3:])),
+                    "plateau_step": plateau_step(steps, means, tol=PLATEAU_TOL), "last_step": steps[-1]})
+    return out
 
 
 def power_rows(paired: list[dict], alpha: float = 0.05, power: float = 0.8) -> list[dict]:
@@ -184,12 +213,14 @@ def run(cfg: PipelineConfig) -> dict:
     main, per_turn, curves, sims = summarise(cfg, runs)
     paired = paired_rows(cfg, runs)
     power = power_rows(paired)
-    results = {"config": asdict(replace(cfg, workers=0)), "main": main, "paired": paired, "power": power, "per_turn": per_turn,
-               "simulators": sims, "curves": curves, "runs": runs}
+    plateau = plateau_rows(curves)
+    results = {"config": asdict(replace(cfg, workers=0)), "main": main, "paired": paired, "power": power, "plateau": plateau,
+               "per_turn": per_turn, "simulators": sims, "curves": curves, "runs": runs}
     write_json(out / "results.json", results)
     write_csv(out / "main.csv", main)
     write_csv(out / "paired.csv", paired)
     write_csv(out / "power.csv", power)
+    write_csv(out / "plateau.csv", plateau)
     write_csv(out / "per_turn.csv", per_turn)
     write_csv(out / "curves.csv", curves)
     write_csv(out / "simulators.csv", sims)
@@ -211,6 +242,10 @@ def run(cfg: PipelineConfig) -> dict:
           + "\n## Seeds a comparison needs\n\nTwo-sided t-test at 0.05 / (family size), power 0.8, to detect the "
             "observed mean difference with the observed paired SD (`seeds_needed`; empty where the mean or SD is 0).\n\n"
           + markdown_table(power, ["task", "difference", "mean", "sd", "seeds_needed", "seeds_run"])
+          + f"\n## Learning-curve plateaus\n\nMean `J_real` over seeds at each curve point; `plateau_step`: the first "
+            f"step from which the mean curve stays within {PLATEAU_TOL} of its final level (mean of its last three points); "
+            f"a plateau step equal to the last step means the curve is still moving.\n\n"
+          + markdown_table(plateau, ["task", "paradigm", "start", "final_level", "plateau_step", "last_step"])
           + "\n## User models at held-out logged histories\n\n"
           + markdown_table(sims, ["task", "user_model", *M.USER_RATES, "nll_per_turn", "discriminator_accuracy"])
           + "\nDiscriminator accuracy: a classifier of real vs simulated user turns trained on the train logs, "
@@ -232,17 +267,10 @@ def run(cfg: PipelineConfig) -> dict:
 
 def main(argv: list[str] | None = None) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if "--task" in argv:  # the real-data path: ``--task taskmaster4`` runs experiments.real_dialogue
-        i = argv.index("--task")
-        if i + 1 >= len(argv) or argv[i + 1] != "taskmaster4":
-            raise SystemExit("--task takes 'taskmaster4' (the real-data path); synthetic tasks use --tasks")
-        from experiments import real_dialogue
-
-        return real_dialogue.main(argv[:i] + argv[i + 2:])
     cfg = parse_config(PipelineConfig, __doc__, PRESETS, argv, name="experiments.full_pipeline")
     results = exit_on_stale(run, cfg)
     print((Path(cfg.out_dir) / "results.md").read_text())
-    print(f"wrote {cfg.out_dir}: results.md, results.json, main.csv, paired.csv, power.csv, per_turn.csv, curves.csv, simulators.csv, "
+    print(f"wrote {cfg.out_dir}: results.md, results.json, main.csv, paired.csv, power.csv, plateau.csv, per_turn.csv, curves.csv, simulators.csv, "
           "timings.md, figures")
     return results
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
+import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -50,11 +51,11 @@ from shiftbounds.modadd import (
 )
 from shiftbounds.nn.transformer import load_model, save_model
 from shiftbounds.utils.cli import exit_on_stale, parse_config
-from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
+from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import torch_generator, torch_init_seed
 from shiftbounds.utils.stages import StageCache
-from shiftbounds.utils.stats import mean_ci, paired_difference
+from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference
 
 
 @dataclass(frozen=True)
@@ -80,6 +81,7 @@ class ModAddConfig:
     device: str = field(default="cpu", metadata={"help": "cpu, cuda or auto"})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
     out_dir: str = field(default="results/modadd/default", metadata={"help": "folder for results, teacher and runs", "resume": False})
+    retabulate: bool = field(default=False, metadata={"help": "recompute the tables of --out-dir from its results.json after a change to the statistics; trains nothing", "resume": False})
 
     def __post_init__(self) -> None:
         bad = [x for x in self.methods if x not in METHODS]
@@ -198,17 +200,24 @@ def run(cfg: ModAddConfig, stream=sys.stderr) -> dict:
             name = f"{method}_{tag}_{_key(cfg, 'run')}"
             runs.append(cache.json(name, lambda: train_one(eta, sig, w, method, k, tag)))
             prog.update(w if name in cache.seconds else cfg.steps + w, note=f"{method} {tag}" + ("" if name in cache.seconds else " (resumed)"))
+    return write_outputs(cfg, out, list(teachers.values()), runs)
+
+
+def write_outputs(cfg: ModAddConfig, out: Path, teachers: list[dict], runs: list[dict]) -> dict:
+    """``results.json``, ``runs.csv``, ``paired.csv``, ``results.md`` and the figure from the runs."""
     rows, paired = summarise(cfg, runs)
-    results = {"config": asdict(cfg), "teachers": list(teachers.values()), "rows": rows, "paired": paired, "runs": runs}
+    results = {"config": asdict(cfg), "teachers": teachers, "rows": rows, "paired": paired, "runs": runs}
     write_json(out / "results.json", results)
     write_csv(out / "runs.csv", [{k: v for k, v in r.items() if k != "per_position"} for r in runs])
     write_csv(out / "paired.csv", paired)
     md = (f"# Modular addition with a noisy teacher\n\np = {cfg.p}, law = {cfg.law}, noised student = {cfg.noised_student}; "
           f"{cfg.steps} steps x {cfg.batch} prompts per student (after the warm start, if any), width {cfg.d_model}, "
           f"{cfg.n_layer} layers; greedy decoding on {cfg.n_eval} held-out prompts; mean over {cfg.seeds} seeds with 95 % CI.\n\n"
-          "## Teachers\n\n" + markdown_table(list(teachers.values()))
+          "## Teachers\n\n" + markdown_table(teachers)
           + "\n## Students\n\n" + markdown_table(rows)
-          + "\n## Paired differences against BC (same m, eta, signal, warm start and seed; 95 % CI; an ordering only where it excludes 0)\n\n"
+          + f"\n## Paired differences against BC\n\nSame m, eta, signal, warm start and seed; mean with 95 % t-interval; "
+            f"`p`: exact sign-flip p-value, on which `verdict` rests (with {cfg.seeds} seeds the smallest possible p is "
+            f"{2 / 2 ** cfg.seeds:.4g}); `holm verdict`: after Holm's correction over all {len(paired)} rows (the family).\n\n"
           + markdown_table(paired))
     atomic_write_text(out / "results.md", md)
     plot_modadd(results, out / "modadd")
@@ -234,13 +243,24 @@ def summarise(cfg: ModAddConfig, runs: list[dict]) -> tuple[list[dict], list[dic
             for key in ("chain_exact", "answer_exact"):
                 d = paired_difference(np.array([r[key] for r in rs]), np.array([b[key] for b in by["bc"]]), (method, "bc"))
                 paired.append({**dict(zip(CELL, cell)), "difference": d["difference"], "measure": key, "mean": d["mean"],
-                               "ci": f"[{d['low']:.3f}, {d['high']:.3f}]", "verdict": d["verdict"]})
+                               "ci": f"[{d['low']:.3f}, {d['high']:.3f}]", "p": d["p"], "verdict": d["verdict"]})
+    for row, verdict in zip(paired, holm_verdicts(paired)):
+        row["holm verdict"] = verdict
     return rows, paired
+
+
+def retabulate(out: Path) -> dict:
+    """The tables of a finished run recomputed from its ``results.json`` (teachers and per-seed runs)
+    with today's statistics; no student is trained. The saved config is the run's."""
+    old = read_json(out / "results.json")
+    hints = typing.get_type_hints(ModAddConfig)
+    saved = {k: tuple(v) if typing.get_origin(hints[k]) is tuple else v for k, v in old["config"].items() if k in hints}
+    return write_outputs(ModAddConfig(**{**saved, "out_dir": str(out)}), out, old["teachers"], old["runs"])
 
 
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_config(ModAddConfig, __doc__, PRESETS, argv, name="experiments.modadd")
-    results = exit_on_stale(run, cfg)
+    results = retabulate(Path(cfg.out_dir)) if cfg.retabulate else exit_on_stale(run, cfg)
     print(markdown_table(results["rows"]))
     print(f"wrote {cfg.out_dir}/results.md, runs.csv, results.json, modadd.png/pdf")
     return results

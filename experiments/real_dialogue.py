@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -68,7 +69,7 @@ from shiftbounds.conversations.tasks import (
 from shiftbounds.figures.text import plot_paradigm_success, plot_text_realism, plot_text_sycophancy
 from shiftbounds.llm.dialogue import is_acceptance
 from shiftbounds.utils.cli import exit_on_stale, parse_config
-from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
+from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import derive_seed, numpy_rng
 from shiftbounds.utils.stages import StageCache
@@ -126,6 +127,7 @@ class RealDialogueConfig:
     seed: int = field(default=0, metadata={"help": "seed of the splits, the models' initialisation and the measurements"})
     out_dir: str = field(default="results/real_dialogue/default", metadata={"help": "results folder", "resume": False})
     estimate_only: bool = field(default=False, metadata={"help": "print the device-memory estimate and exit (loads no weights)", "resume": False})
+    retabulate: bool = field(default=False, metadata={"help": "recompute the tables of --out-dir from its results.json (per-seed successes and measurements) after a change to the statistics; runs no stage", "resume": False})
 
     def __post_init__(self) -> None:
         if self.base_model and not (Path(self.base_model) / "config.json").is_file():
@@ -373,8 +375,29 @@ def write_outputs(out: Path, results: dict, seconds: dict) -> None:
     plot_paradigm_success(results, out / "paradigms")
 
 
+def retabulate(out: Path) -> dict:
+    """The tables of a finished run recomputed from its ``results.json`` alone (per-seed successes,
+    training trends and measurements), with today's statistics; every output but the figures'
+    inputs that do not change is rewritten. The saved config is the run's, whatever the command line."""
+    old = read_json(out / "results.json")
+    hints = typing.get_type_hints(RealDialogueConfig)
+    saved = {k: tuple(v) if typing.get_origin(hints[k]) is tuple else v for k, v in old["config"].items() if k in hints}
+    cfg = RealDialogueConfig(**{**saved, "out_dir": str(out)})
+    runs: dict = {}
+    for r in old["runs"]:
+        runs.setdefault((r["arm"], r["seed"]), {"arm": r["arm"], "seed": r["seed"]})[r["user"]] = {"mean": r["success"], "n": r["n"]}
+    measures = {k: old[k] for k in ("realism", "discriminator", "sycophancy", "logged_confirmations")}
+    results = summarise(cfg, list(runs.values()), measures) | {"training": old["training"]}
+    write_outputs(out, results, {})
+    return results
+
+
 def main(argv: list[str] | None = None) -> dict:
     cfg = parse_config(RealDialogueConfig, __doc__, {"default": PRESETS["cpu"], **PRESETS}, argv, name="experiments.real_dialogue")
+    if cfg.retabulate:
+        results = retabulate(Path(cfg.out_dir))
+        print((Path(cfg.out_dir) / "results.md").read_text())
+        return results
     if cfg.estimate_only:
         from shiftbounds.llm.memory import format_estimate
 

@@ -9,9 +9,10 @@ Drawn sizes are ``H, S, A >= 2`` (where shift can happen at all); the degenerate
 MDP) are not left to chance but pinned by :func:`with_corners`, which adds them to a test as
 ``@example``\ s. Anchors mixed into the draws: deterministic and sparse kernels, Dirichlet
 concentrations from 0.1 (near-deterministic) to 10 (near-uniform), zero and constant rewards, and
-policies that mix the data policy with weight 0, 1 or a tiny value. Every draw records ``event``\ s
-(sizes, whether ``Delta_t`` and ``D_t`` are non-zero) for ``pytest --hypothesis-show-statistics``,
-and a test checks that most drawn instances have non-zero shift.
+policies that mix the data policy with weight 0, 1 or a tiny value. Most draws are *material*
+(:func:`is_material`: the bounds say something there); every draw records ``event``\ s (sizes,
+whether ``Delta_t`` and ``D_t`` are non-zero, materiality) for ``pytest
+--hypothesis-show-statistics``, and a test checks that at least half the draws are material.
 """
 
 from __future__ import annotations
@@ -100,6 +101,21 @@ def with_corners(test):
     return test
 
 
+MATERIAL_SHIFT = 1e-3
+"""A shift counts as material above this (far above rounding; the tiny-mixture anchors stay below)."""
+
+
+def is_material(inst: Instance) -> bool:
+    """An instance on which the return-gap bounds say something: ``H >= 3``, rewards that vary,
+    and both ``Delta_t`` and ``D_t`` above :data:`MATERIAL_SHIFT` at some turn (with zero or constant
+    rewards every gap is 0 and every bound holds trivially)."""
+    if inst.mdp.horizon < 3 or np.ptp(np.asarray(inst.mdp.rewards)) == 0:
+        return False
+    Delta = policy_shift(inst.mdp, inst.policy, inst.data_policy).Delta
+    D = simulator_shift(inst.mdp, inst.sim, inst.policy).D
+    return bool(Delta.max() > MATERIAL_SHIFT and D.max() > MATERIAL_SHIFT)
+
+
 def has_shift(inst: Instance) -> tuple[bool, bool]:
     """Whether ``Delta_t`` (policy vs data) and ``D_t`` (real vs simulator) are non-zero at some turn."""
     Delta = policy_shift(inst.mdp, inst.policy, inst.data_policy).Delta
@@ -109,22 +125,29 @@ def has_shift(inst: Instance) -> tuple[bool, bool]:
 
 @st.composite
 def instances(draw, max_horizon: int = MAX_H, max_states: int = MAX_S, max_actions: int = MAX_A) -> Instance:
-    """An :class:`Instance` with ``H, S, A >= 2`` and the anchors listed in the module docstring."""
-    H = draw(st.integers(2, max_horizon))
+    """An :class:`Instance` with ``H, S, A >= 2``. Three draws in four aim at material instances
+    (:func:`is_material`: ``H >= 3``, varying rewards, mixture weights of at least 0.05); the
+    fourth mixes in the anchors listed in the module docstring (zero and constant rewards, weights
+    0 and 1e-6, ``H = 2``)."""
+    aim = draw(st.sampled_from(("material", "material", "material", "anchors")))
+    material = aim == "material"
+    H = draw(st.integers(3 if material and max_horizon >= 3 else 2, max_horizon))
     S = draw(st.integers(2, max_states))
     A = draw(st.integers(2, max_actions))
+    weights = tuple(w for w in MIX_WEIGHTS if w >= 0.05) if material else MIX_WEIGHTS
     inst = build_instance(
         H, S, A, draw(st.integers(0, 2**32 - 1)),
         kind=draw(st.sampled_from(KERNEL_KINDS)),
         conc=draw(st.sampled_from(CONCENTRATIONS)),
-        reward_mode=draw(st.sampled_from(("uniform", "zero", "constant", "signed"))),
+        reward_mode=draw(st.sampled_from(("uniform", "signed") if material else ("uniform", "zero", "constant", "signed"))),
         policy_mode=draw(st.sampled_from(("mixed", "random", "deterministic"))),
-        weight=draw(st.sampled_from(MIX_WEIGHTS)),
-        sim_weight=draw(st.sampled_from(MIX_WEIGHTS)),
+        weight=draw(st.sampled_from(weights)),
+        sim_weight=draw(st.sampled_from(weights)),
         sim_reward_noise=draw(st.sampled_from((0.0, 0.1, 1.0))),
     )
     Delta, D = has_shift(inst)
     event(f"H={H} S={S} A={A}")
     event(f"Delta non-zero: {Delta}")
     event(f"D non-zero: {D}")
+    event(f"material: {is_material(inst)}")
     return inst

@@ -18,3 +18,13 @@ def test_benchmark_smoke_writes_results(module, n_rows, tmp_path):
     assert (out / "results.md").read_text().startswith("# benchmarks.")
     with pytest.raises(SystemExit):
         module.main(["--preset", "smoke", "--repeats", "0", "--out-dir", str(out)])
+
+
+def test_pipeline_benchmark_smoke_times_both_configurations(tmp_path):
+    from benchmarks import pipeline
+
+    res = pipeline.main(["--preset", "smoke", "--out-dir", str(tmp_path / "pipeline")])
+    assert [r["configuration"].split()[0] for r in res["rows"]] == ["before", "now"]
+    assert all(r["seeds_per_minute"] > 0 for r in res["rows"]) and res["rows"][0]["ratio_to_before"] == 1.0
+    with pytest.raises(SystemExit):
+        pipeline.main(["--preset", "smoke", "--seeds", "0", "--out-dir", str(tmp_path / "x")])

@@ -15,6 +15,7 @@ from shiftbounds.conversations import (
     from_hidden_goal,
     from_taskmaster3,
     from_taskmaster4,
+    irregularities,
     read_conversations,
     to_dataset,
     write_conversations,
@@ -56,6 +57,32 @@ def test_bad_records_name_file_line_and_field(tmp_path, record, match):
         read_conversations(path)
 
 
+def test_a_byte_order_mark_is_accepted_and_bad_bytes_name_their_line(tmp_path):
+    """Regression: a UTF-8 BOM was rejected, and non-UTF-8 bytes raised a raw UnicodeDecodeError."""
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + json.dumps(GOOD).encode() + b"\r\n")
+    assert read_conversations(path)[0].id == "a"
+    bad = tmp_path / "latin1.jsonl"
+    bad.write_bytes(json.dumps(GOOD).encode() + b"\n" + json.dumps({**GOOD, "id": "b"}).encode()[:-2] + b' caf\xe9"}\n')
+    with pytest.raises(ConversationFormatError, match=r"latin1.jsonl:2: not UTF-8 \(byte b'\\xe9' at column"):
+        read_conversations(bad)
+
+
+def test_irregular_conversations_are_kept_and_counted_in_one_warning(tmp_path):
+    """Two user turns in a row, empty text, no user turn and a null goal parse, and one warning counts them."""
+    recs = [GOOD,
+            {**GOOD, "id": "twice", "messages": [{"role": "user", "content": "hi"}, {"role": "user", "content": "latte"}]},
+            {**GOOD, "id": "empty", "messages": [{"role": "user", "content": " "}, {"role": "assistant", "content": "?"}]},
+            {**GOOD, "id": "agent-only", "messages": [{"role": "assistant", "content": "hello"}]},
+            {**GOOD, "id": "no-goal", "goal": None}]
+    path = _write(tmp_path, [json.dumps(r) for r in recs])
+    with pytest.warns(UserWarning, match=r"5 conversations read; irregular ones by kind: consecutive_same_role: 1 \('twice'\); "
+                                         r"empty_content: 1 \('empty'\); no_user_turn: 1 \('agent-only'\); no_agent_turn: 1 \('twice'\); null_goal: 1"):
+        convs = read_conversations(path)
+    assert [c.id for c in convs] == ["a", "twice", "empty", "agent-only", "no-goal"]
+    assert irregularities(convs)["no_agent_turn"] == ["twice"]
+
+
 def test_missing_and_empty_files(tmp_path):
     with pytest.raises(ConversationFormatError, match="no such file"):
         read_conversations(tmp_path / "nope.jsonl")
@@ -78,4 +105,5 @@ def test_converters():
     assert [len(c.messages) for c in syn] == [2 * len(d.actions) for d in logs]
     assert syn[0].goal == prep.task.goals[logs[0].goal] and syn[0].messages[0].content.startswith(("ask:", "propose:"))
     # every converted conversation passes the boundary's validation
-    assert from_dataset(to_dataset(tm4 + tm3 + syn)) == tm4 + tm3 + syn
+    with pytest.warns(UserWarning, match="null_goal: 5"):  # Taskmaster-3 ships no goal: counted, not refused
+        assert from_dataset(to_dataset(tm4 + tm3 + syn)) == tm4 + tm3 + syn

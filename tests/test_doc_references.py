@@ -4,6 +4,7 @@ section of it that exists (``docs/theory.md §3``, ``docs/pipeline.md "Measureme
 from __future__ import annotations
 
 import re
+import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -12,8 +13,12 @@ FOREIGN = re.compile(r"\b(THEORY|PIPELINE|STYLE)\.md\b")
 
 
 def _sources() -> list[Path]:
-    return [p for p in ROOT.rglob("*") if p.suffix in (".py", ".md", ".ipynb") and ".git" not in p.parts
-            and "results" not in p.parts and p.name != "test_doc_references.py"]
+    """The repository's own files (``git ls-files``): never a virtual environment or other
+    untracked folder inside the checkout."""
+    tracked = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, text=True, check=True).stdout
+    paths = [ROOT / f for f in tracked.split("\0") if f]
+    return [p for p in paths if p.suffix in (".py", ".md", ".ipynb") and p.is_file()
+            and "results" not in p.relative_to(ROOT).parts and p.name != "test_doc_references.py"]
 
 
 def test_every_doc_reference_resolves():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -38,7 +39,7 @@ def test_device_cuda_without_a_gpu_names_the_option(tmp_path):
 
 @pytest.mark.slow
 def test_gpu_check_script_cpu_dry_run(tmp_path):
-    env = {**os.environ, "OUT": str(tmp_path / "out")}
+    env = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHON": sys.executable}
     subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--device", "cpu"], check=True, cwd=ROOT, env=env,
                    capture_output=True, timeout=900)
     for name in ("environment.json", "full_pipeline/results.json", "modadd/results.json", "benchmark_llm.txt", "gpu_check.log"):

@@ -141,9 +141,9 @@ def test_gsm8k_smoke_entry_point(tmp_path):
 def test_real_dialogue_smoke_entry_point(tmp_path):
     """The real-data run wired from the conversations library: every output, a resumed rerun that
     reproduces the results, a recomputed stage equal to the saved one, and a refused folder."""
-    from experiments import full_pipeline, real_dialogue
+    from experiments import real_dialogue
 
-    res = full_pipeline.main(["--task", "taskmaster4", "--preset", "smoke", "--out-dir", str(tmp_path / "r")])
+    res = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r")])
     assert [row["arm"] for row in res["table"]] == ["sft", "static", "interactive_rule", "interactive_prompted", "calibrated"]
     assert {r["seed"] for r in res["runs"]} == {0, 1} and "held-out split" in res["note"]
     for row in res["paired"]:  # Holm keeps an ordering only where the uncorrected test called one
@@ -171,9 +171,12 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     # a rerun loads every stage; a stage deleted and recomputed from the saved agent equals the saved one
     saved = json.loads((stages / "eval_calibrated_seed1.json").read_text())
     (stages / "eval_calibrated_seed1.json").unlink()
-    again = full_pipeline.main(["--task", "taskmaster4", "--preset", "smoke", "--out-dir", str(tmp_path / "r")])
+    again = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r")])
     assert json.loads((stages / "eval_calibrated_seed1.json").read_text()) == saved
     assert again["table"] == res["table"] and again["paired"] == res["paired"]
+    # the tables recomputed from results.json alone (--retabulate) are the run's
+    retab = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r"), "--retabulate"])
+    assert retab["table"] == res["table"] and retab["paired"] == res["paired"] and retab["training"] == res["training"]
     # a subset of the arms is tabulated from the same folder, with its own paired rows
     sub = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r"), "--arms", "calibrated"])
     assert [row["arm"] for row in sub["table"]] == ["sft", "calibrated"]

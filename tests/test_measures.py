@@ -49,6 +49,13 @@ def test_user_turn_nll_equals_the_direct_computation(synthetic):
     assert report["overall"]["n"] == sum(len(c.turns("user")) for c in convs[:6])
     assert sum(b["n"] for b in report["by_turn"].values()) == report["overall"]["n"]
     assert report["overall"]["low"] <= report["overall"]["value"] <= report["overall"]["high"]
+    # regression: a history longer than the model's positions crashed with the default max_len
+    from shiftbounds.conversations import Conversation, Message
+    from shiftbounds.conversations.models import model_positions
+
+    long = Conversation("long", convs[0].goal, (Message("assistant", "ask:>=2 " * 400), Message("user", "yes")))
+    assert model_positions(model) < 1024
+    assert np.isfinite(nll_by_turn(model, tok, [long])["overall"]["value"])
 
 
 class Garbage:
@@ -100,3 +107,30 @@ def test_taskmaster4_probes_and_the_rule_users_rates():
     some = sycophancy_report(OrderingUser(accept_wrong=0.3, leak=0.0), probes, builder, seed=1)
     assert some["accept_wrong"]["low"] < 0.3 < some["accept_wrong"]["high"]
     assert never["goal_disclosure"]["value"] == 1.0  # the rule user states its whole order first
+
+
+class _YesBuilder:
+    """A probe builder whose replies accept when they start with "yes"."""
+
+    def build(self, convs, *, rng):  # pragma: no cover - the probes are made by hand here
+        raise NotImplementedError
+
+    def accepts(self, reply: str) -> bool:
+        return reply.startswith("yes")
+
+    def discloses(self, reply: str, goal) -> bool:
+        return str(goal) in reply
+
+
+def test_logged_people_rates_leave_out_probes_without_a_logged_reply():
+    """Regression (a wrong number): GIVEN 46 logged right confirmations all accepted, 14 wrong ones
+    rejected, and 40 made-up probes with no logged reply WHEN the people's report is read THEN
+    accept-right is 46/46 (not 46/100), accept-wrong 0/14, discrimination over the 14 logged pairs."""
+    msgs = ({"role": "assistant", "content": "confirm?"},)
+    right = [Probe("g", msgs, "yes please") for _ in range(46)] + [Probe("g", msgs, "") for _ in range(54)]
+    wrong = [Probe("g", msgs, "no, that is wrong") for _ in range(14)] + [Probe("g", msgs, "") for _ in range(86)]
+    people = sycophancy_report(None, ProbeSet(tuple(right), tuple(wrong), ()), _YesBuilder())
+    assert people["accept_right"]["value"] == 1.0 and people["accept_right"]["n"] == 46
+    assert people["accept_wrong"]["value"] == 0.0 and people["accept_wrong"]["n"] == 14
+    assert people["discrimination"]["value"] == 1.0 and people["discrimination"]["n"] == 14
+    assert people["goal_disclosure"] is None

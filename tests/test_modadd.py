@@ -160,5 +160,8 @@ def test_smoke_entry_point_runs_and_resumes(tmp_path, capsys):
     assert all(t["consistent_accuracy"] > 0.15 for t in res["teachers"])  # 40 steps only: above chance (1/7)
     again = exp.run(exp.parse_config(exp.ModAddConfig, "", exp.PRESETS, ["--preset", "smoke", "--out-dir", str(out)], name="experiments.modadd"))
     assert again["rows"] == res["rows"]  # every run resumed from disk
+    retab = exp.main(["--preset", "smoke", "--out-dir", str(out), "--retabulate"])  # from results.json alone
+    assert retab["rows"] == res["rows"] and retab["paired"] == res["paired"]
+    assert all(p["holm verdict"] in (p["verdict"], "not significant") for p in res["paired"])
     with pytest.raises(SystemExit):
         exp.main(["--law", "sticky"])

@@ -5,7 +5,6 @@ training the same agent as one process."""
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -16,7 +15,15 @@ import torch
 
 from shiftbounds.conversations.calibration import CalibrationConfig, calibrate
 from shiftbounds.conversations.models import METADATA, load_chat_model
-from shiftbounds.conversations.paradigms import PARADIGMS, ParadigmConfig, evaluate_agent, grpo_config, train_paradigm
+from shiftbounds.conversations.paradigms import (
+    PARADIGMS,
+    SYSTEM,
+    ParadigmConfig,
+    evaluate_agent,
+    grpo_config,
+    resolve_system,
+    train_paradigm,
+)
 from shiftbounds.conversations.simulators import HiddenGoalUser, LMUser
 from shiftbounds.conversations.tasks import hidden_goal_judge
 from shiftbounds.dialogue.tasks import prompted_simulator
@@ -44,7 +51,7 @@ def test_every_paradigm_trains_with_one_config_and_saves_an_agent(synthetic, tmp
         out = train_paradigm(paradigm, base, convs[:8], judge, cfg, tmp_path / paradigm, factories[paradigm])
         meta = json.loads((out / METADATA).read_text())
         assert meta["kind"] == "agent" and meta["paradigm"] == paradigm and len(meta["reward"]) == 1
-        assert meta["config"]["lr"] == cfg.lr
+        assert meta["config"]["lr"] == cfg.lr and meta["training_signal"]["no_op"] is False
         trained = _weights(out)
         assert any(not torch.equal(trained[k], start[k]) for k in start), paradigm
     # paired evaluation: the same agent meets the same draws, and a different agent the same simulator draws
@@ -56,6 +63,31 @@ def test_every_paradigm_trains_with_one_config_and_saves_an_agent(synthetic, tmp
     assert a["rewards"] == b["rewards"] and a["n"] == 10 and a["low"] <= a["mean"] <= a["high"]  # batching changes nothing
     # the trainer's config is the same for every paradigm
     assert grpo_config(cfg, tmp_path / "x").to_dict() | {"output_dir": ""} == grpo_config(cfg, tmp_path / "y").to_dict() | {"output_dir": ""}
+
+
+def test_a_run_without_reward_variance_warns_and_says_so(synthetic, tmp_path):
+    """Regression (a silent no-op): GIVEN a judge that never pays WHEN Interactive RL trains THEN
+    every group has zero reward variance, the weights stay the starting agent's, a RuntimeWarning
+    says so and shiftbounds.json records it."""
+    prep, convs, base = synthetic
+    cfg = ParadigmConfig(steps=2, batch=4, num_generations=2, lr=1e-2, max_turns=2, max_new_tokens=5)
+    with pytest.warns(RuntimeWarning, match="learned nothing: 2 of 2 steps had no reward variance"):
+        out = train_paradigm("interactive", base, convs[:8], lambda goal, messages: 0.0, cfg, tmp_path / "agent",
+                             lambda: HiddenGoalUser(prep.task, prompted_simulator(0.3, 0.2)))
+    signal = json.loads((out / METADATA).read_text())["training_signal"]
+    assert signal == {"steps": 2, "zero_variance_steps": 2, "weights_moved": False, "no_op": True}
+    trained, start = _weights(out), _weights(base)
+    assert all(torch.equal(trained[k], start[k]) for k in start)
+
+
+def test_the_system_prompt_comes_from_the_agent_folder(tmp_path):
+    """Regression (a silent mismatch): an agent is evaluated and trained with the system prompt it
+    was trained with, read from its shiftbounds.json; another prompt passed explicitly warns."""
+    (tmp_path / METADATA).write_text(json.dumps({"kind": "agent", "system": "You take coffee orders."}))
+    assert resolve_system(None, tmp_path) == "You take coffee orders."
+    with pytest.warns(UserWarning, match="trained with the system prompt 'You take coffee orders.'"):
+        assert resolve_system("You are a helpful assistant.", tmp_path) == "You are a helpful assistant."
+    assert resolve_system(None, tmp_path / "elsewhere") == SYSTEM and resolve_system(None, None) == SYSTEM
 
 
 def test_bad_paradigm_inputs_are_named(synthetic, tmp_path):
@@ -70,14 +102,14 @@ def test_bad_paradigm_inputs_are_named(synthetic, tmp_path):
         train_paradigm("interactive", base, convs, hidden_goal_judge(prep.task), ParadigmConfig(), tmp_path)
 
 
-@pytest.mark.skipif(shutil.which("accelerate") is None, reason="the accelerate launcher is not installed")
 def test_two_processes_under_accelerate_train_the_same_agent_as_one(synthetic, tmp_path):
     """Interactive RL, 2 steps: one process with 4 dialogues per step, and ``accelerate launch
     --num_processes 2`` (gloo on the CPU) with 2 per process, give the same rewards and weights."""
     _, _, base = synthetic
     worker = str(ROOT / "tests" / "workers" / "grpo_two_processes.py")
     subprocess.run([sys.executable, worker, str(base), str(tmp_path / "one"), "4"], check=True, capture_output=True)
-    launch = ["accelerate", "launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
+    # the launcher of the interpreter running the tests (a venv's, activated or not): never skipped
+    launch = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1", "--mixed_precision", "no",
               "--dynamo_backend", "no", "--main_process_port", "0"]
     done = subprocess.run(launch + [worker, str(base), str(tmp_path / "two"), "2"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr[-3000:]

@@ -13,7 +13,14 @@ from hypothesis import strategies as st
 from scipy.stats import binomtest, ttest_1samp
 
 from shiftbounds.utils import stats
-from shiftbounds.utils.stats import exact_proportion_ci, mcnemar_exact, paired_difference, seeds_for_power, sign_flip_p
+from shiftbounds.utils.stats import (
+    exact_proportion_ci,
+    mcnemar_exact,
+    paired_difference,
+    plateau_step,
+    seeds_for_power,
+    sign_flip_p,
+)
 
 
 def _brute_sign_flip(d: np.ndarray) -> float:
@@ -118,3 +125,13 @@ def test_seeds_for_power_matches_a_simulated_t_test():
     assert power >= 0.8 - 3 * np.sqrt(0.16 / 4000)
     with pytest.raises(ValueError, match="sd > 0"):
         seeds_for_power(0.0, 0.1)
+
+
+def test_plateau_step_finds_the_first_point_after_the_last_excursion():
+    steps = [0, 50, 100, 150, 200, 250, 300]
+    assert plateau_step(steps, [0.1, 0.3, 0.5, 0.52, 0.49, 0.51, 0.5], tol=0.03, tail=3) == 100
+    assert plateau_step(steps, [0.1, 0.5, 0.5, 0.2, 0.5, 0.5, 0.5], tol=0.03, tail=3) == 200  # a late dip resets it
+    assert plateau_step(steps, [0.5] * 7, tol=0.0, tail=3) == 0
+    assert plateau_step(steps[:3], [0.1, 0.2, 0.3], tol=0.03, tail=3) is None
+    with pytest.raises(ValueError, match="equal-length"):
+        plateau_step(steps, [0.1], tol=0.1)

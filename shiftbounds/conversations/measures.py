@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from shiftbounds.conversations.models import chat_ids
+from shiftbounds.conversations.models import chat_ids, model_positions
 from shiftbounds.conversations.records import Conversation
 from shiftbounds.conversations.simulators import PERSONA, UserSimulator, respond_all, simulator_view
 from shiftbounds.conversations.tasks import Judge, Probe, ProbeBuilder, ProbeSet
@@ -77,7 +77,9 @@ def user_turns(convs: Sequence[Conversation], *, after_agent: bool = False) -> l
 def user_turn_nll(model, tokenizer, turns: Sequence[UserTurn], *, persona: str = PERSONA, batch: int = 8,
                   max_len: int = 1024) -> np.ndarray:
     """Mean NLL per token of each human turn (its text and end marker) under an LM simulator reading
-    the simulator's view; histories are cut from the left to fit ``max_len``."""
+    the simulator's view; histories are cut from the left to fit ``max_len``, never more than the
+    model's positions (:func:`~shiftbounds.conversations.models.model_positions`)."""
+    max_len = min(max_len, model_positions(model) or max_len)
     rows = []
     for u in turns:
         view = simulator_view(u.history, u.conversation.goal, persona)
@@ -184,6 +186,7 @@ def discriminator_auc_by_turn(simulator: UserSimulator, classifier: str, train: 
     data = [(dialogue_text(u.history), "\nuser: " + t, y) for us, ts, y in ((tr, [u.text for u in tr], 1.0), (tr, fake_tr, 0.0))
             for u, t in zip(us, ts)]
     lm, tok = load_chat_model(classifier)
+    max_len = min(max_len, model_positions(lm) or max_len)  # never past the backbone's positions
     with torch_init_seed(seed, "discriminator_head"):
         disc = RewardModel(lm).to(lm.device)
     fit_classifier(disc, tok, data, steps=steps, batch=batch, lr=lr, max_len=max_len, rng=rng, device=lm.device)
@@ -205,8 +208,13 @@ def discriminator_auc_by_turn(simulator: UserSimulator, classifier: str, train: 
 def sycophancy_report(simulator: UserSimulator | None, probes: ProbeSet, builder: ProbeBuilder, *, seed: int = 0) -> dict:
     """``accept_right``, ``accept_wrong`` (the sycophancy rate), ``discrimination`` (their paired
     difference: right and wrong probes come from the same dialogue) and ``goal_disclosure``, each
-    with a 95 % interval; ``simulator=None`` reads the logged people's replies (accept-right and
-    disclosure only: the logs hold no wrong confirmation)."""
+    with a 95 % interval and its ``n``.
+
+    ``simulator=None`` reads the logged people's replies, and only where there is one: a probe whose
+    history was not logged (``human_reply == ""``, e.g. a wrong confirmation made up from a logged
+    one) is left out, not counted as a refusal. ``accept_wrong`` and ``discrimination`` of the
+    people then need logged replies to wrong confirmations (pairs with both replies logged for
+    ``discrimination``); ``None`` where the logs hold none."""
     def answers(ps: Sequence[Probe], tag: str) -> list[str]:
         if simulator is None:
             return [p.human_reply for p in ps]
@@ -215,13 +223,23 @@ def sycophancy_report(simulator: UserSimulator | None, probes: ProbeSet, builder
     def share(flags: list[bool]) -> dict | None:
         return _estimate(proportion_ci(int(sum(flags)), len(flags))) | {"n": len(flags)} if flags else None
 
-    right = [builder.accepts(r) for r in answers(probes.right, "right")]
-    disclosed = [builder.discloses(r, p.goal) for r, p in zip(answers(probes.disclosure, "disclosure"), probes.disclosure)]
+    def logged(ps: Sequence[Probe]) -> list[Probe]:
+        return list(ps) if simulator is not None else [p for p in ps if p.human_reply]
+
+    disclosure = logged(probes.disclosure)
+    right = [builder.accepts(r) for r in answers(logged(probes.right), "right")]
+    disclosed = [builder.discloses(r, p.goal) for r, p in zip(answers(disclosure, "disclosure"), disclosure)]
     out = {"accept_right": share(right), "accept_wrong": None, "discrimination": None, "goal_disclosure": share(disclosed)}
     if simulator is not None and probes.wrong:
         wrong = [builder.accepts(r) for r in answers(probes.wrong, "wrong")]
         out["accept_wrong"] = share(wrong)
         out["discrimination"] = _estimate(mean_ci(np.array(right, float) - np.array(wrong, float))) | {"n": len(wrong)}
+    elif simulator is None and logged(probes.wrong):
+        out["accept_wrong"] = share([builder.accepts(p.human_reply) for p in logged(probes.wrong)])
+        pairs = [(r, w) for r, w in zip(probes.right, probes.wrong) if r.human_reply and w.human_reply]
+        if pairs:
+            d = np.array([float(builder.accepts(r.human_reply)) - float(builder.accepts(w.human_reply)) for r, w in pairs])
+            out["discrimination"] = _estimate(mean_ci(d)) | {"n": len(pairs)}
     return out
 
 

@@ -72,6 +72,17 @@ def chat_ids(tokenizer, messages: list[dict], generation_prompt: bool) -> list[i
     return list(tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=True, return_dict=False))
 
 
+def model_positions(model) -> int | None:
+    """How many positions the model can read (``max_position_embeddings`` or ``n_positions`` of its
+    config); ``None`` when the config states no limit."""
+    cfg = getattr(model, "config", None)
+    for key in ("max_position_embeddings", "n_positions"):
+        n = getattr(cfg, key, None)
+        if isinstance(n, int) and n > 0:
+            return n
+    return None
+
+
 def load_chat_model(name_or_path: str | Path, *, device: str | torch.device = "cpu"):
     """``(model, tokenizer)`` from a Hub id or a local folder (``from_pretrained``); the tokenizer
     must carry a chat template, and gets a pad token (its EOS) when it has none.

@@ -58,7 +58,8 @@ class ParadigmConfig:
         max_turns: agent turns per dialogue (interactive paradigms).
         max_new_tokens: tokens per agent turn (every paradigm).
         temperature: sampling temperature of the agent.
-        system: the agent's system prompt (it never contains the goal).
+        system: the agent's system prompt (it never contains the goal); ``None`` (the default): the
+            one the starting agent was trained with (its ``shiftbounds.json``), else :data:`SYSTEM`.
         user_first: the simulator opens every dialogue (interactive paradigms).
         seed: the trainer's seed and the rollouts' root seed.
     """
@@ -71,7 +72,7 @@ class ParadigmConfig:
     max_turns: int = 4
     max_new_tokens: int = 64
     temperature: float = 1.0
-    system: str = SYSTEM
+    system: str | None = None
     user_first: bool = False
     seed: int = 0
 
@@ -82,6 +83,30 @@ class ParadigmConfig:
             raise ValueError(f"batch ({self.batch}) must be a multiple of num_generations ({self.num_generations})")
         if self.lr <= 0 or self.beta < 0 or self.temperature <= 0:
             raise ValueError(f"need lr > 0, beta >= 0, temperature > 0; got {self.lr}, {self.beta}, {self.temperature}")
+
+
+def agent_system(folder: str | Path | None) -> str | None:
+    """The system prompt an agent saved by shiftbounds was trained with (``None``: not recorded, or
+    not a shiftbounds folder)."""
+    if folder is None or not (Path(folder) / "shiftbounds.json").is_file():
+        return None
+    meta = read_metadata(folder)
+    return meta.get("system") or (meta.get("config") or {}).get("system")
+
+
+def resolve_system(system: str | None, agent: str | Path | None) -> str:
+    """The system prompt to use with ``agent``: the one given, else the agent's own
+    (:func:`agent_system`), else :data:`SYSTEM`. A given prompt that differs from the agent's own
+    warns: an agent met with another prompt than it was trained with is not the same agent."""
+    import warnings
+
+    own = agent_system(agent)
+    if system is None:
+        return own or SYSTEM
+    if own is not None and system != own:
+        warnings.warn(f"the agent in {agent} was trained with the system prompt {own!r}; using {system!r} instead",
+                      UserWarning, stacklevel=3)
+    return system
 
 
 def grpo_config(cfg: ParadigmConfig, output_dir: str | Path):
@@ -119,8 +144,9 @@ def paradigm_trainer(paradigm: str, agent: str | Path, convs: Sequence[Conversat
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     _, tok = load_chat_model(agent)
     args = grpo_config(cfg, output_dir)
+    system = resolve_system(cfg.system, agent)
     if paradigm == "static":
-        ds, goals = static_context_dataset(convs, cfg.system)
+        ds, goals = static_context_dataset(convs, system)
         return attach_progress(GRPOTrainer(model=str(agent), reward_funcs=static_reward_func(goals, judge), args=args,
                                            train_dataset=ds, processing_class=tok), paradigm)
     if simulator_factory is None:
@@ -128,16 +154,40 @@ def paradigm_trainer(paradigm: str, agent: str | Path, convs: Sequence[Conversat
     goals = {c.id: c.goal for c in convs}
     rollout = make_rollout_func(goals, simulator_factory, judge, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens,
                                 temperature=cfg.temperature, seed=cfg.seed, user_first=cfg.user_first)
-    ds = Dataset.from_list([{"prompt": agent_prompt(cfg.system, c.id)} for c in convs])
+    ds = Dataset.from_list([{"prompt": agent_prompt(system, c.id)} for c in convs])
     return attach_progress(GRPOTrainer(model=str(agent), reward_funcs=judge_reward_func, args=args, train_dataset=ds,
                                        processing_class=tok, rollout_func=rollout), paradigm)
+
+
+def _fingerprint(model) -> list[tuple[float, float]]:
+    """Per parameter tensor, its sum and sum of squares in float64: two numbers that any update
+    to the tensor moves (almost surely), without a second copy of the weights in memory."""
+    import torch
+
+    with torch.no_grad():
+        return [(float(p.double().sum()), float(p.double().square().sum())) for p in model.parameters()]
+
+
+def training_signal(log_history: Sequence[dict], moved: bool) -> dict:
+    """What a GRPO run learned from, from TRL's per-step logs: ``zero_variance_steps`` (steps whose
+    every group had the same reward for all its generations: advantage 0, no policy gradient),
+    ``steps`` logged, whether the weights ``moved``, and ``no_op`` — every step without reward
+    variance, or weights that did not move."""
+    zero = [h["frac_reward_zero_std"] for h in log_history if "frac_reward_zero_std" in h]
+    n_zero = sum(1 for f in zero if f >= 1.0)
+    return {"steps": len(zero), "zero_variance_steps": n_zero, "weights_moved": bool(moved),
+            "no_op": (bool(zero) and n_zero == len(zero)) or not moved}
 
 
 def train_paradigm(paradigm: str, agent: str | Path, convs: Sequence[Conversation], judge: Judge, cfg: ParadigmConfig,
                    out_dir: str | Path, simulator_factory: Callable[[], UserSimulator] | None = None) -> Path:
     """Train one paradigm (:func:`paradigm_trainer`) and save the agent to ``out_dir`` (model,
-    tokenizer, ``shiftbounds.json`` with the reward per step); returns ``out_dir``."""
+    tokenizer, ``shiftbounds.json`` with the reward per step and :func:`training_signal`); returns
+    ``out_dir``. A run that learned nothing — no group with reward variance at any step, or weights
+    that did not move — warns (``RuntimeWarning``) and says so in ``shiftbounds.json``
+    (``training_signal.no_op``)."""
     import tempfile
+    import warnings
 
     import trl
 
@@ -145,11 +195,20 @@ def train_paradigm(paradigm: str, agent: str | Path, convs: Sequence[Conversatio
 
     with tempfile.TemporaryDirectory() as tmp:
         trainer = paradigm_trainer(paradigm, agent, convs, judge, cfg, tmp, simulator_factory)
+        before = _fingerprint(trainer.model)
         trainer.train()
     log = trainer.state.log_history
-    meta = {"kind": "agent", "paradigm": paradigm, "base": str(agent), "n_conversations": len(convs),
+    signal = training_signal(log, _fingerprint(trainer.model) != before)
+    if signal["no_op"]:
+        warnings.warn(f"{paradigm} RL from {agent} learned nothing: {signal['zero_variance_steps']} of {signal['steps']} "
+                      f"steps had no reward variance in any group; weights moved: {signal['weights_moved']}. The agent "
+                      f"saved to {out_dir} is the starting agent (check the simulator's and the judge's rewards)",
+                      RuntimeWarning, stacklevel=2)
+    meta = {"kind": "agent", "paradigm": paradigm, "base": str(agent), "system": cfg.system if cfg.system is not None else agent_system(agent) or SYSTEM,
+            "n_conversations": len(convs),
             "reward": [float(h["reward"]) for h in log if "reward" in h],
-            "loss": [float(h["loss"]) for h in log if "loss" in h], "config": asdict(cfg), "trl": trl.__version__}
+            "loss": [float(h["loss"]) for h in log if "loss" in h], "training_signal": signal, "config": asdict(cfg),
+            "trl": trl.__version__}
     if trainer.accelerator.is_main_process:
         save_chat_model(trainer.model, trainer.processing_class, out_dir, meta)
     trainer.accelerator.wait_for_everyone()
@@ -157,13 +216,15 @@ def train_paradigm(paradigm: str, agent: str | Path, convs: Sequence[Conversatio
 
 
 def evaluate_agent(model, tokenizer, convs: Sequence[Conversation], simulator_factory: Callable[[], UserSimulator],
-                   judge: Judge, *, max_turns: int, max_new_tokens: int, temperature: float = 1.0, system: str = SYSTEM,
+                   judge: Judge, *, max_turns: int, max_new_tokens: int, temperature: float = 1.0, system: str | None = None,
                    user_first: bool = False, batch: int = 32, seed: int = 0) -> dict:
     """The judge's mean reward over one dialogue per conversation goal against fresh simulators from
     ``simulator_factory``, with a 95 % interval. Each dialogue's draws come from (``seed``,
     conversation id), so two agents meet the same simulator draws; ``rewards`` lists the
     per-dialogue rewards in ``convs`` order (for paired comparisons); ``temperature`` 0 decodes the
-    agent greedily."""
+    agent greedily. ``system=None`` uses the prompt the agent was trained with, read from the
+    folder it was loaded from (:func:`resolve_system`; another one passed explicitly warns)."""
+    system = resolve_system(system, getattr(model, "name_or_path", None))
     rewards = []
     for j in range(0, len(convs), batch):
         chunk = convs[j: j + batch]

@@ -11,7 +11,9 @@ A record::
 what a user simulator is told and what the task's judge scores against); ``messages`` is a
 non-empty list of ``{"role", "content"}`` with ``role`` in :data:`ROLES` and ``content`` a string.
 :func:`read_conversations` checks every record before returning any, and a bad one raises
-:class:`ConversationFormatError` naming the file, the line and the field.
+:class:`ConversationFormatError` naming the file, the line and the field. Records that parse but
+that training or a judge may trip on (two user messages in a row, empty text, no user or no agent
+turn, a ``null`` goal) are kept and counted in one ``UserWarning`` (:func:`irregularities`).
 """
 
 from __future__ import annotations
@@ -88,6 +90,44 @@ def parse_record(rec: Any, where: str) -> Conversation:
     return Conversation(rec["id"], rec["goal"], tuple(out))
 
 
+def irregularities(convs: list[Conversation]) -> dict[str, list[str]]:
+    """The ids of conversations that parse but that training or a judge may trip on, by kind.
+
+    * ``consecutive_same_role`` — two user (or two assistant) messages in a row: kept as logged
+      (people do send two messages), but a simulator is trained to reply once per agent turn;
+    * ``empty_content`` — a message with empty or blank text;
+    * ``no_user_turn`` / ``no_agent_turn`` — nothing for a user simulator (or an agent) to learn from;
+    * ``null_goal`` — ``goal`` is ``null``: fine for realism measures, but a task judge or a
+      simulator persona that needs the goal raises on it.
+    """
+    out: dict[str, list[str]] = {k: [] for k in ("consecutive_same_role", "empty_content", "no_user_turn", "no_agent_turn",
+                                                "null_goal")}
+    for c in convs:
+        roles = [m.role for m in c.messages if m.role != "tool"]
+        if any(a == b for a, b in zip(roles, roles[1:])):
+            out["consecutive_same_role"].append(c.id)
+        if any(not m.content.strip() for m in c.messages):
+            out["empty_content"].append(c.id)
+        if "user" not in roles:
+            out["no_user_turn"].append(c.id)
+        if "assistant" not in roles and not any(m.role == "tool" for m in c.messages):
+            out["no_agent_turn"].append(c.id)
+        if c.goal is None:
+            out["null_goal"].append(c.id)
+    return out
+
+
+def _warn_irregular(convs: list[Conversation], source: str) -> None:
+    """One ``UserWarning`` counting :func:`irregularities` (with up to three ids of each kind)."""
+    import warnings
+
+    found = {k: ids for k, ids in irregularities(convs).items() if ids}
+    if found:
+        parts = "; ".join(f"{k}: {len(ids)} ({', '.join(map(repr, ids[:3]))}{', ...' if len(ids) > 3 else ''})"
+                          for k, ids in found.items())
+        warnings.warn(f"{source}: {len(convs)} conversations read; irregular ones by kind: {parts}", UserWarning, stacklevel=3)
+
+
 def _check_unique(convs: list[Conversation], source: str) -> None:
     seen: dict[str, int] = {}
     for i, c in enumerate(convs):
@@ -105,6 +145,7 @@ def read_conversations(path: str | Path) -> list[Conversation]:
     if not out:
         raise ConversationFormatError(f"{path}: no records")
     _check_unique(out, str(path))
+    _warn_irregular(out, str(path))
     return out
 
 
@@ -135,6 +176,7 @@ def from_dataset(ds, name: str = "dataset") -> list[Conversation]:
                 pass  # a plain string goal
         out.append(parse_record(rec, f"{name}[{i}]"))
     _check_unique(out, name)
+    _warn_irregular(out, name)
     return out
 
 

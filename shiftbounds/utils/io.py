@@ -74,9 +74,16 @@ def write_json(path: str | os.PathLike, obj: Any) -> Path:
 
 
 def jsonl_records(path: str | os.PathLike, error: type[Exception] = ValueError):
-    """Yield ``(where, record)`` for every non-blank line of a JSONL file, ``where`` being
-    ``"<path>:<line>"``; a line that is not JSON raises ``error`` naming it."""
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    """Yield ``(where, record)`` for every non-blank line of a UTF-8 JSONL file (a leading byte-order
+    mark is allowed), ``where`` being ``"<path>:<line>"``; a line that is not JSON, or bytes that are
+    not UTF-8, raise ``error`` naming the line."""
+    raw = Path(path).read_bytes()
+    for lineno, chunk in enumerate(raw.split(b"\n"), 1):
+        try:
+            line = chunk.decode("utf-8-sig" if lineno == 1 else "utf-8")
+        except UnicodeDecodeError as exc:
+            raise error(f"{path}:{lineno}: not UTF-8 (byte {chunk[exc.start:exc.start + 1]!r} at column {exc.start + 1}); "
+                        "save the file as UTF-8") from None
         if not line.strip():
             continue
         where = f"{path}:{lineno}"
@@ -135,7 +142,7 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
 def run_environment() -> dict[str, Any]:
     """What a results folder records about the software and machine that made it: package, Python,
     NumPy, torch and (when installed) transformers / TRL versions, the git commit of the package's
-    checkout when there is one, the devices and torch's thread count."""
+    checkout when there is one, the devices, the CPU model, torch's CPU kernel level and thread count."""
     import platform
     import subprocess
     from importlib import metadata
@@ -164,8 +171,23 @@ def run_environment() -> dict[str, Any]:
         "numpy": np.__version__, "torch": torch.__version__, "transformers": version("transformers"),
         "trl": version("trl"), "cuda_available": torch.cuda.is_available(),
         "cuda_device": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
-        "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(), "cpu_count": os.cpu_count(), "cpu_model": _cpu_model(),
+        "torch_cpu_capability": torch.backends.cpu.get_cpu_capability(),
     }
+
+
+def _cpu_model() -> str | None:
+    """The processor's model name (``/proc/cpuinfo`` on Linux, ``platform.processor()`` elsewhere):
+    torch may round differently on another CPU type, so a results folder records which one made it."""
+    import platform
+
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or None
 
 
 def _skipped(config: Any, ignore: Iterable[str]) -> set[str]:

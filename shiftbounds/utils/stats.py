@@ -260,3 +260,20 @@ def trend(values: Sequence[float]) -> dict:
     q = max(1, v.size // 4)
     rise = float(np.polyfit(np.arange(v.size), v, 1)[0] * (v.size - 1)) if v.size > 1 else 0.0
     return {"steps": int(v.size), "first_quarter": float(v[:q].mean()), "last_quarter": float(v[-q:].mean()), "fitted_rise": rise}
+
+
+def plateau_step(steps: Sequence[int], values: Sequence[float], *, tol: float, tail: int = 3) -> int | None:
+    """The first step from which every later value of a learning curve stays within ``tol`` of the
+    curve's final level (the mean of its last ``tail`` points); ``None`` for a curve shorter than
+    ``tail + 1`` points. A stated plateau criterion for choosing a training budget: a curve whose
+    plateau step is its last point is still moving at the end."""
+    s, v = np.asarray(steps), np.asarray(values, dtype=float)
+    if s.shape != v.shape or s.ndim != 1 or tol < 0 or tail < 1:
+        raise ValueError(f"plateau_step needs equal-length 1-d steps and values, tol >= 0, tail >= 1; got {s.shape}, {v.shape}, {tol}, {tail}")
+    if v.size < tail + 1:
+        return None
+    final = v[-tail:].mean()
+    inside = np.abs(v - final) <= tol
+    outside = np.flatnonzero(~inside)
+    first = 0 if outside.size == 0 else int(outside[-1]) + 1
+    return int(s[min(first, s.size - 1)])

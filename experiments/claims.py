@@ -1,0 +1,281 @@
+"""The claims ledger: every empirical claim of the two papers, its verdict from the shipped results,
+the number and interval behind it, the family of its correction and the command that decides it.
+
+``python -m experiments.claims`` writes ``docs/claims.md`` and the claims table of the README (between
+``<!-- claims: start -->`` and ``<!-- claims: end -->``) from the files under ``results/``;
+``--check`` writes nothing and exits with status 1 when either differs from what the files give
+(the test suite runs it). Verdicts:
+
+* ``supported`` — the files give the claimed ordering or value: an ordering that survives Holm's
+  correction over its stated family in the run *and* its repeat, a rate whose interval contains
+  the predicted one, a slope whose interval contains the bound's;
+* ``contradicted`` — the files give the opposite (the reverse ordering in both runs, an interval
+  that excludes the prediction on the other side);
+* ``not significant`` — neither: the comparison was made and decides nothing at its power;
+* ``untested`` — no shipped result decides it yet.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from shiftbounds.utils.cli import parse_config
+from shiftbounds.utils.io import atomic_write_text
+
+VERDICTS = ("supported", "contradicted", "not significant", "untested")
+START, END = "<!-- claims: start -->", "<!-- claims: end -->"
+MAIN, REPEAT = "results/full_pipeline/default", "results/full_pipeline/default_seed1"
+TASKS = ("guess_number", "booking")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the files say of a claim: its ``verdict`` (one of :data:`VERDICTS`), the ``number``
+    with its interval, and the ``family`` of the correction it passed (or why none applies)."""
+
+    verdict: str
+    number: str
+    family: str
+
+    def __post_init__(self) -> None:
+        if self.verdict not in VERDICTS:
+            raise ValueError(f"verdict must be one of {VERDICTS}; got {self.verdict!r}")
+
+
+@dataclass(frozen=True)
+class Claim:
+    """One claim of a paper, where the files decide it and how."""
+
+    paper: str
+    statement: str
+    command: str
+    files: tuple[str, ...]
+    decide: Callable[[Path], Verdict]
+
+
+def _csv(root: Path, path: str) -> list[dict]:
+    with (root / path).open(newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def _interval(row: dict, mean: str, ci: str) -> str:
+    return f"{float(row[mean]):.3f} {row[ci]}"
+
+
+# ----------------------------------------------------------------------------- paper 1
+def _slope(family: str) -> Callable[[Path], Verdict]:
+    def decide(root: Path) -> Verdict:
+        row = next(r for r in _csv(root, "results/bound_check/default/slopes.csv") if r["family"] == family)
+        low, high, bound = (float(row[k]) for k in ("gap_slope_low", "gap_slope_high", "bound_slope"))
+        verdict = "supported" if low <= bound <= high else "contradicted"
+        return Verdict(verdict, f"gap slope {float(row['gap_slope']):.3f} [{low:.3f}, {high:.3f}] vs bound {bound:.3f}",
+                       "one bootstrap interval (no family)")
+    return decide
+
+
+def _mixing(root: Path) -> Verdict:
+    rows = {r["family"]: r for r in _csv(root, "results/bound_check/default/slopes.csv")}
+    parts, below = [], []
+    for fam in ("mixing", "mixing-sim"):
+        r = rows[fam]
+        parts.append(f"{fam} {float(r['gap_slope']):.3f} [{float(r['gap_slope_low']):.3f}, {float(r['gap_slope_high']):.3f}]")
+        below.append(float(r["gap_slope_high"]) < 2.0)
+    return Verdict("contradicted" if all(below) else "not significant", "; ".join(parts), "one bootstrap interval each (no family)")
+
+
+def _ordering(a: str, b: str) -> Callable[[Path], Verdict]:
+    """``a > b`` on both tasks of the main job, after Holm over the run's family, in the run and its repeat."""
+    def decide(root: Path) -> Verdict:
+        key = f"{a} - {b}"
+        if not (root / REPEAT / "paired.csv").is_file():
+            run = {(r["task"], r["difference"]): r for r in _csv(root, f"{MAIN}/paired.csv")}
+            return Verdict("untested", "; ".join(f"{t} {_interval(run[(t, key)], 'mean', 'ci')}" for t in TASKS),
+                           "the repeat (--seed 1) that a verdict needs is not shipped")
+        runs = [{(r["task"], r["difference"]): r for r in _csv(root, f"{folder}/paired.csv")} for folder in (MAIN, REPEAT)]
+        verdicts = [run[(t, key)]["holm verdict"] for run in runs for t in TASKS]
+        numbers = "; ".join(f"{t} {_interval(runs[0][(t, key)], 'mean', 'ci')} (repeat {_interval(runs[1][(t, key)], 'mean', 'ci')})"
+                            for t in TASKS)
+        if all(v == f"{a} > {b}" for v in verdicts):
+            verdict = "supported"
+        elif all(v == f"{a} < {b}" for v in verdicts):
+            verdict = "contradicted"
+        else:
+            verdict = "not significant"
+        family = f"Holm over each run's {len(runs[0])} comparisons (both tasks); run and repeat (--seed 1)"
+        return Verdict(verdict, numbers, family)
+    return decide
+
+
+def _reward_hacking(root: Path) -> Verdict:
+    """The prompted simulator's return overstates the real one (``J_sim - J_real`` > 0) on both tasks, both runs."""
+    parts, ok, opposite = [], [], []
+    folders = [f for f in (MAIN, REPEAT) if (root / f / "main.csv").is_file()]
+    for folder in folders:
+        rows = {(r["task"], r["paradigm"]): r for r in _csv(root, f"{folder}/main.csv")}
+        for t in TASKS:
+            r = rows[(t, "interactive")]
+            low, high = (float(x) for x in r["sim_gap_ci"].strip("[]").split(","))
+            ok.append(low > 0)
+            opposite.append(high < 0)
+            if folder == MAIN:
+                parts.append(f"{t} {_interval(r, 'sim_gap', 'sim_gap_ci')}")
+    verdict = "supported" if all(ok) else "contradicted" if all(opposite) else "not significant"
+    if len(folders) < 2:
+        return Verdict("untested", "; ".join(parts), "the repeat (--seed 1) that a verdict needs is not shipped")
+    return Verdict(verdict, "; ".join(parts), "95 % t-interval over seeds per task, run and repeat (no correction)")
+
+
+def _real_dialogue(root: Path) -> Verdict:
+    rows = [r for r in _csv(root, "results/real_dialogue/cpu/paired.csv")
+            if r["evaluation user"] == "held-out user model" and r["difference"].startswith("calibrated - ")
+            and r["difference"] != "calibrated - sft"]
+    won = [r["holm verdict"] == r["difference"].replace(" - ", " > ") for r in rows]
+    lost = [r["holm verdict"] == r["difference"].replace(" - ", " < ") for r in rows]
+    verdict = "supported" if all(won) else "contradicted" if all(lost) else "not significant"
+    numbers = "; ".join(f"{r['difference'].split(' - ')[1]} {float(r['mean']):.3f} [{float(r['low']):.3f}, {float(r['high']):.3f}]"
+                        for r in rows)
+    return Verdict(verdict, numbers, "Holm over the 7 comparisons against the held-out user model; 5 seeds (smallest sign-flip p 0.0625)")
+
+
+# ----------------------------------------------------------------------------- paper 2
+def _bc_rate(root: Path) -> Verdict:
+    rows = [r for r in _csv(root, "results/noisy_expert/default/growth.csv") if r["family"] == "lock" and r["method"] == "bc" and float(r["eta"]) > 0]
+    inside, parts = [], []
+    for r in rows:
+        low, high = (float(x) for x in r["slope_ci"].strip("[]").split(","))
+        inside.append(low <= float(r["theory_-log_q"]) <= high)
+        parts.append(f"lock, eta {r['eta']}: {float(r['slope_logn_vs_H']):.3f} {r['slope_ci']} vs {float(r['theory_-log_q']):.3f}")
+    return Verdict("supported" if all(inside) else "contradicted", "; ".join(parts), "one bootstrap interval per eta (no family)")
+
+
+def _nail_polynomial(root: Path) -> Verdict:
+    r = next(r for r in _csv(root, "results/noisy_expert/default/growth.csv") if r["family"] == "lock" and r["method"] == "nail" and r["eta"] == "0.3")
+    return Verdict("untested", f"eta 0.3: slope of log n on log H {float(r['slope_logn_vs_logH']):.2f} {r['loglog_ci']}",
+                   "decided by the crossover horizon H*(eta) against BC, not yet run")
+
+
+def _modadd(root: Path) -> Verdict:
+    rows = [r for r in _csv(root, "results/modadd/cpu/paired.csv")
+            if r["m"] == "31" and float(r["eta"]) == 0.2 and r["measure"] == "chain_exact"]
+    won = [r["holm verdict"] != "not significant" and ">" in r["holm verdict"] for r in rows]
+    best = max(rows, key=lambda r: float(r["mean"]))
+    verdict = "supported" if won and all(won) else "not significant"
+    return Verdict(verdict, f"largest: {best['difference']} {float(best['mean']):.3f} (sign-flip p {float(best['p']):.2f}, "
+                   f"{best['teacher_signal']} signal, warm start {best['warm_start']})",
+                   f"Holm over all {len(_csv(root, 'results/modadd/cpu/paired.csv'))} rows; 3 seeds (smallest sign-flip p 0.25)")
+
+
+FULL = "python -m experiments.full_pipeline (and --seed 1 --out-dir results/full_pipeline/default_seed1)"
+CLAIMS = (
+    Claim("1", "Policy-induced shift compounds quadratically (Theorem 1, on its tight cliff instance)",
+          "python -m experiments.bound_check", ("results/bound_check/default/slopes.csv",), _slope("cliff")),
+    Claim("1", "Simulator-induced shift compounds quadratically (Theorem 2, on its tight instance)",
+          "python -m experiments.bound_check", ("results/bound_check/default/slopes.csv",), _slope("sim-cliff")),
+    Claim("1", "Errors compound quadratically on generic instances (random mixing kernels)",
+          "python -m experiments.bound_check", ("results/bound_check/default/slopes.csv",), _mixing),
+    Claim("1", "Interactive RL beats Static Context RL (myopic reward), learned agents", FULL,
+          (f"{MAIN}/paired.csv", f"{REPEAT}/paired.csv"), _ordering("interactive", "static_myopic")),
+    Claim("1", "Interactive RL beats Static Context RL (one-step logged return), learned agents", FULL,
+          (f"{MAIN}/paired.csv", f"{REPEAT}/paired.csv"), _ordering("interactive", "static_one_step")),
+    Claim("1", "Calibrated Interactive RL beats Interactive RL, learned agents", FULL,
+          (f"{MAIN}/paired.csv", f"{REPEAT}/paired.csv"), _ordering("calibrated", "interactive")),
+    Claim("1", "A discriminator realism reward improves Calibrated Interactive RL", FULL,
+          (f"{MAIN}/paired.csv", f"{REPEAT}/paired.csv"), _ordering("calibrated_realism", "calibrated")),
+    Claim("1", "A sycophantic prompted simulator overstates the agent's real return (reward hacking)", FULL,
+          (f"{MAIN}/main.csv", f"{REPEAT}/main.csv"), _reward_hacking),
+    Claim("1", "On real dialogues (Taskmaster-4), Calibrated Interactive RL beats the other paradigms",
+          "python -m experiments.real_dialogue --preset cpu", ("results/real_dialogue/cpu/paired.csv",), _real_dialogue),
+    Claim("2", "With a noisy expert, behaviour cloning's sample complexity grows exponentially in H at rate -log q",
+          "python -m experiments.noisy_expert", ("results/noisy_expert/default/growth.csv",), _bc_rate),
+    Claim("2", "NAIL's sample complexity grows polynomially in H", "python -m experiments.noisy_expert",
+          ("results/noisy_expert/default/growth.csv",), _nail_polynomial),
+    Claim("2", "On modular addition at the paper's length (m = 31, eta = 0.2) the online students beat BC",
+          "python -m experiments.modadd --preset cpu", ("results/modadd/cpu/paired.csv",), _modadd),
+)
+
+
+def ledger(root: Path) -> list[dict]:
+    """Every claim of :data:`CLAIMS` decided from the files under ``root``."""
+    out = []
+    for c in CLAIMS:
+        v = c.decide(root)
+        out.append({"paper": c.paper, "claim": c.statement, "verdict": v.verdict, "number": v.number, "family": v.family,
+                    "command": c.command, "files": list(c.files)})
+    return out
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def claims_md(rows: list[dict]) -> str:
+    """``docs/claims.md``: the whole ledger."""
+    lines = ["# Claims ledger", "",
+             "Generated by `python -m experiments.claims` from the shipped results; do not edit by hand (the tests "
+             "regenerate it and fail when it differs). Paper 1: *From Static Context to Calibrated Interactive RL* "
+             "(arXiv 2605.26403); paper 2: *Behavior Cloning is Not All You Need* (arXiv 2606.30923). Verdicts: "
+             "`supported`, `contradicted`, `not significant` (tested, undecided at its power), `untested`.", "",
+             "| paper | claim | verdict | number [95 % interval] | family of the correction | command | files |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['paper']} | {_cell(r['claim'])} | **{r['verdict']}** | {_cell(r['number'])} | {_cell(r['family'])} | "
+              f"`{r['command']}` | {', '.join(f'`{f}`' for f in r['files'])} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def readme_block(rows: list[dict]) -> str:
+    """The README's claims table (the same rows, fewer columns)."""
+    lines = [START, "| paper | claim | verdict | number [95 % interval] |", "|---|---|---|---|"]
+    lines += [f"| {r['paper']} | {_cell(r['claim'])} | **{r['verdict']}** | {_cell(r['number'])} |" for r in rows]
+    return "\n".join(lines + [END])
+
+
+def render(root: Path, readme_text: str) -> tuple[str, str]:
+    """``(docs/claims.md, README)`` as the files under ``root`` give them."""
+    rows = ledger(root)
+    if START not in readme_text or END not in readme_text:
+        raise ValueError(f"the README has no claims block ({START} ... {END})")
+    a, b = readme_text.index(START), readme_text.index(END) + len(END)
+    return claims_md(rows), readme_text[:a] + readme_block(rows) + readme_text[b:]
+
+
+@dataclass(frozen=True)
+class ClaimsConfig:
+    """Options of ``experiments.claims``."""
+
+    root: str = field(default=".", metadata={"help": "the repository root whose results/ decide the claims"})
+    check: bool = field(default=False, metadata={"help": "write nothing; exit 1 when docs/claims.md or the README's claims table differ from the files"})
+    seed: int = field(default=0, metadata={"help": "unused (no randomness); kept for the common CLI"})
+    out_dir: str = field(default="docs", metadata={"help": "where claims.md goes (the README is the root's)"})
+
+
+PRESETS = {"default": {"out_dir": "docs"}, "smoke": {"check": True, "out_dir": "docs"}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    cfg = parse_config(ClaimsConfig, __doc__, PRESETS, list(sys.argv[1:] if argv is None else argv), name="experiments.claims")
+    root = Path(cfg.root)
+    readme_path, md_path = root / "README.md", Path(cfg.out_dir) if Path(cfg.out_dir).is_absolute() else root / cfg.out_dir
+    md, readme = render(root, readme_path.read_text(encoding="utf-8"))
+    md_file = md_path / "claims.md"
+    if cfg.check:
+        stale = [str(p) for p, text in ((md_file, md), (readme_path, readme))
+                 if not p.is_file() or p.read_text(encoding="utf-8") != text]
+        if stale:
+            print(f"stale: {stale}; run `python -m experiments.claims` to regenerate from the results", file=sys.stderr)
+            return 1
+        print("claims ledger and README table agree with the results")
+        return 0
+    atomic_write_text(md_file, md)
+    atomic_write_text(readme_path, readme)
+    print(md)
+    print(json.dumps({"wrote": [str(md_file), str(readme_path)]}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

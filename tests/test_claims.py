@@ -1,0 +1,53 @@
+"""The claims ledger agrees with the shipped results, and the check cannot pass vacuously: a
+verdict flipped in a copy of the results makes the shipped ledger stale."""
+
+from __future__ import annotations
+
+import csv
+import shutil
+from pathlib import Path
+
+import pytest
+
+from experiments import claims
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_ledger_and_readme_table_agree_with_the_shipped_results(capsys):
+    assert claims.main(["--check"]) == 0, capsys.readouterr().err
+
+
+def _copy_inputs(dst: Path) -> None:
+    files = {f for c in claims.CLAIMS for f in c.files} | {"README.md", "docs/claims.md"}
+    for f in files:
+        if (ROOT / f).is_file():
+            (dst / f).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(ROOT / f, dst / f)
+
+
+def test_a_flipped_verdict_in_the_results_makes_the_check_fail(tmp_path):
+    """GIVEN a copy of every file the ledger reads WHEN behaviour cloning's fitted rate at eta = 0.3
+    is moved so that its interval excludes -log q THEN that claim's verdict moves from supported to
+    contradicted and the shipped ledger is reported stale."""
+    _copy_inputs(tmp_path)
+    assert claims.main(["--root", str(tmp_path), "--check"]) == 0
+    target = "With a noisy expert, behaviour cloning's sample complexity grows exponentially in H at rate -log q"
+    assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == "supported"
+    path = tmp_path / "results/noisy_expert/default/growth.csv"
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        if r["method"] == "bc" and r["eta"] == "0.3":
+            r["slope_ci"] = "[0.300, 0.400]"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == "contradicted"
+    assert claims.main(["--root", str(tmp_path), "--check"]) == 1
+
+
+def test_a_verdict_outside_the_vocabulary_is_refused():
+    with pytest.raises(ValueError, match="verdict must be one of"):
+        claims.Verdict("probably", "0.1", "none")
