@@ -62,7 +62,7 @@ def compare(run: dict[tuple, dict], reference: dict[tuple, dict]) -> list[dict]:
         a, b = run.get(key), reference.get(key)
         row = {"comparison": " / ".join(key)}
         for tag, r in (("run", a), ("reference", b)):
-            row[f"{tag} mean"] = r["mean"] if r else ""
+            row[f"{tag} mean"] = f"{float(r['mean']):.3f}" if r else ""
             row[f"{tag} ci"] = r["ci"] if r and "ci" in r else (f"[{r['low']}, {r['high']}]" if r else "")
             row[f"{tag} verdict"] = r[VERDICT] if r else "(absent)"
         if a is None or b is None:

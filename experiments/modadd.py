@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import sys
-import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -50,7 +49,7 @@ from shiftbounds.modadd import (
     warm_start,
 )
 from shiftbounds.nn.transformer import load_model, save_model
-from shiftbounds.utils.cli import exit_on_stale, parse_config
+from shiftbounds.utils.cli import exit_on_stale, load_config_file, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import torch_generator, torch_init_seed
@@ -253,8 +252,7 @@ def retabulate(out: Path) -> dict:
     """The tables of a finished run recomputed from its ``results.json`` (teachers and per-seed runs)
     with today's statistics; no student is trained. The saved config is the run's."""
     old = read_json(out / "results.json")
-    hints = typing.get_type_hints(ModAddConfig)
-    saved = {k: tuple(v) if typing.get_origin(hints[k]) is tuple else v for k, v in old["config"].items() if k in hints}
+    saved = load_config_file(out / "config.json", ModAddConfig)  # the run's own settings, lists as tuples
     return write_outputs(ModAddConfig(**{**saved, "out_dir": str(out)}), out, old["teachers"], old["runs"])
 
 

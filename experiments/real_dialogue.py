@@ -46,7 +46,6 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-import typing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -68,7 +67,7 @@ from shiftbounds.conversations.tasks import (
 )
 from shiftbounds.figures.text import plot_paradigm_success, plot_text_realism, plot_text_sycophancy
 from shiftbounds.llm.dialogue import is_acceptance
-from shiftbounds.utils.cli import exit_on_stale, parse_config
+from shiftbounds.utils.cli import exit_on_stale, load_config_file, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import derive_seed, numpy_rng
@@ -380,8 +379,7 @@ def retabulate(out: Path) -> dict:
     training trends and measurements), with today's statistics; every output but the figures'
     inputs that do not change is rewritten. The saved config is the run's, whatever the command line."""
     old = read_json(out / "results.json")
-    hints = typing.get_type_hints(RealDialogueConfig)
-    saved = {k: tuple(v) if typing.get_origin(hints[k]) is tuple else v for k, v in old["config"].items() if k in hints}
+    saved = load_config_file(out / "config.json", RealDialogueConfig)  # the run's own settings, lists as tuples
     cfg = RealDialogueConfig(**{**saved, "out_dir": str(out)})
     runs: dict = {}
     for r in old["runs"]:
