@@ -162,18 +162,55 @@ class ConstantBetaSchedule:
 
 
 # ----------------------------------------------------------------------------- rollouts
+def draw(cdf: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Inverse-CDF draws: per row of the cumulative probabilities ``cdf [..., K]`` the first index
+    whose cumulative mass exceeds ``u [...] * total`` (never an index of zero mass)."""
+    k = (cdf <= (u * cdf[..., -1])[..., None]).sum(-1)
+    return np.minimum(k, cdf.shape[-1] - 1)
+
+
+@dataclass(frozen=True)
+class Sampler:
+    """The cumulative distributions of one MDP, computed once for many :meth:`rollout` calls."""
+
+    initial_cdf: np.ndarray
+    transition_cdf: np.ndarray
+
+    @classmethod
+    def of(cls, mdp: TabularMDP) -> Sampler:
+        return cls(np.cumsum(mdp.initial), np.cumsum(mdp.transitions, axis=-1))
+
+    def rollout(self, policy: np.ndarray, *, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """One trajectory of ``policy [H, S, A]``: visited contexts and actions, ``[H]`` each, driven
+        by ``2 H`` uniforms (per turn one for the action, one for the next context)."""
+        H, A = policy.shape[0], policy.shape[-1]
+        S = self.initial_cdf.shape[0]
+        u = rng.random((H, 2))
+        policy_cdf = np.cumsum(policy, axis=-1)
+        states = np.empty(H, dtype=np.int64)
+        actions = np.empty(H, dtype=np.int64)
+        s = _first_above(self.initial_cdf, u[0, 1], S)
+        for t in range(H):
+            a = _first_above(policy_cdf[t, s], u[t, 0], A)
+            states[t], actions[t] = s, a
+            if t + 1 < H:
+                s = _first_above(self.transition_cdf[t, s, a], u[t + 1, 1], S)
+        return states, actions
+
+
+def _first_above(cdf: np.ndarray, u: float, k: int) -> int:
+    return min(int(np.searchsorted(cdf, u * cdf[-1], side="right")), k - 1)
+
+
 def rollout(mdp: TabularMDP, policy: np.ndarray, *, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """One trajectory of ``policy [H, S, A]``: visited contexts and actions, ``[H]`` each."""
-    H, S, A = mdp.horizon, mdp.n_states, mdp.n_actions
-    states = np.empty(H, dtype=np.int64)
-    actions = np.empty(H, dtype=np.int64)
-    s = int(rng.choice(S, p=mdp.initial))
-    for t in range(H):
-        a = int(rng.choice(A, p=policy[t, s]))
-        states[t], actions[t] = s, a
-        if t + 1 < H:
-            s = int(rng.choice(S, p=mdp.transitions[t, s, a]))
-    return states, actions
+    """One trajectory of ``policy [H, S, A]`` (see :meth:`Sampler.rollout`)."""
+    return Sampler.of(mdp).rollout(policy, rng=rng)
+
+
+def query(policy: np.ndarray, states: np.ndarray, *, rng: np.random.Generator) -> np.ndarray:
+    """One action of ``policy [H, S, A]`` at each visited context ``states [H]`` (the expert's labels)."""
+    H = len(states)
+    return draw(np.cumsum(policy[np.arange(H), states], axis=-1), rng.random(H))
 
 
 @dataclass(frozen=True)
@@ -230,23 +267,25 @@ def sample_complexity(mdp: TabularMDP, expert: np.ndarray, eta: float, cfg: Lear
     counts = np.zeros((H, S, A))
     t_idx = np.arange(H)
 
+    sampler = Sampler.of(mdp)
+    student = _student(cfg, counts, eta)
+    greedy = greedy_policy(student)
     last_greedy, gap = None, J_star
     for episode in range(1, budget + 1):
         if cfg.learner == "bc":
-            s, labels = rollout(mdp, noisy, rng=rng)
-        else:
-            student = _student(cfg, counts, eta)
-            greedy = greedy_policy(student)
+            s, labels = sampler.rollout(noisy, rng=rng)
+        else:  # the student and its greedy policy are those of the counts so far
             if cfg.learner == "nail":
                 behaviour = greedy
             elif cfg.learner == "opd":
                 behaviour = student
             else:
                 behaviour = mixture_policy(greedy, noisy, cfg.beta_schedule(episode - 1))
-            s, _ = rollout(mdp, behaviour, rng=rng)
-            labels = np.array([rng.choice(A, p=noisy[t, s[t]]) for t in range(H)])
+            s, _ = sampler.rollout(behaviour, rng=rng)
+            labels = query(noisy, s, rng=rng)
         counts[t_idx, s, labels] += 1
-        greedy = greedy_policy(_student(cfg, counts, eta))
+        student = _student(cfg, counts, eta)
+        greedy = greedy_policy(student)
         if last_greedy is None or not np.array_equal(greedy, last_greedy):  # evaluate only on change
             gap = J_star - float(expected_return(mdp, greedy))
             last_greedy = greedy

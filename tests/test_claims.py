@@ -32,7 +32,7 @@ def test_a_flipped_verdict_in_the_results_makes_the_check_fail(tmp_path):
     contradicted and the shipped ledger is reported stale."""
     _copy_inputs(tmp_path)
     assert claims.main(["--root", str(tmp_path), "--check"]) == 0
-    target = "With a noisy expert, behaviour cloning's sample complexity grows exponentially in H at rate -log q"
+    target = "With a noisy expert, behaviour cloning's sample complexity grows exponentially in H at rate -log q (lock)"
     assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == "supported"
     path = tmp_path / "results/noisy_expert/default/growth.csv"
     with path.open(newline="") as f:

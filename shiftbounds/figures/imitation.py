@@ -11,26 +11,48 @@ from shiftbounds.utils.plotting import new_figure, save_figure, series_style
 
 
 def plot_noisy_expert(results: dict, stem: Path) -> list[Path]:
-    """Median episodes (log scale) against H, one panel per (family, eta), with the lock's
-    ``q^{-(H-1)}`` shape overlaid where it applies."""
+    """Median episodes (log scale) against H with 95 % bootstrap bands, one panel per (family,
+    eta): the fitted horizons shaded, the lock's ``q^{-(H-1)}`` shape dotted, and NAIL's crossover
+    with BC as vertical lines (dashed: predicted from the fitted horizons; solid: measured), with
+    the legend below the panels."""
     cfg = results["config"]
-    fig, axes = new_figure(ncols=len(cfg["etas"]), nrows=len(cfg["families"]), width=2.7, height=2.4)
+    fig, axes = new_figure(ncols=len(cfg["etas"]), nrows=len(cfg["families"]), width=2.6, height=2.4)
+    H = np.array(cfg["horizons"], dtype=float)
     for family in cfg["families"]:
         for eta in cfg["etas"]:
             ax = axes[cfg["families"].index(family), cfg["etas"].index(eta)]
+            ax.axvspan(H[0], cfg.get("fit_max_h", H[-1]), color="0.93", zorder=0, label="fitted horizons")
             for i, m in enumerate(cfg["methods"]):
                 rs = [r for r in results["rows"] if r["family"] == family and r["eta"] == eta and r["method"] == m]
-                med = [float(r["median_n"]) if np.isfinite(float(r["median_n"])) else np.nan for r in rs]
-                ax.plot([r["H"] for r in rs], med, label=m, **series_style(i))
+                x = np.array([r["H"] for r in rs], dtype=float)
+                med, lo, hi = (np.array([float(r[k]) for r in rs]) for k in ("median_n", "ci_low", "ci_high"))
+                med[~np.isfinite(med)] = np.nan
+                hi = np.where(np.isfinite(hi), hi, cfg["budget"])
+                style = series_style(i)
+                ax.plot(x, med, label=m, **style)
+                ok = np.isfinite(lo)
+                ax.fill_between(x[ok], lo[ok], hi[ok], color=style["color"], alpha=0.15, linewidth=0)
             if family == "lock" and eta > 0:
                 q = lock_continue_probability(eta, cfg["n_actions"])
-                H = np.array(cfg["horizons"])
                 ax.plot(H, q ** -(H - 1.0), color="0.5", linestyle=":", linewidth=1, label=r"$q^{-(H-1)}$")
+            for r in results.get("crossover", []):
+                if r["family"] == family and r["eta"] == eta and r["online"] == "nail":
+                    for key, ls, lab in (("predicted_H*", "--", "H* predicted (NAIL)"), ("measured_H*", "-", "H* measured (NAIL)")):
+                        if np.isfinite(float(r[key])):
+                            ax.axvline(float(r[key]), color="k", linestyle=ls, linewidth=0.8, label=lab)
+            ax.axhline(cfg["budget"], color="0.6", linewidth=0.6, label="budget")
             ax.set_yscale("log")
+            ax.set_ylim(0.7, 2.0 * cfg["budget"])  # the q^{-(H-1)} shape runs past the budget at high noise
+            ax.set_xscale("log", base=2)
             ax.set_title(rf"{family}, $\eta$={eta}", fontsize=8)
             ax.set_xlabel("horizon H")
             ax.set_ylabel("episodes to target")
-    axes[0, -1].legend(frameon=False, fontsize=5.5, loc="upper left")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    seen = dict(zip(labels, handles))
+    for ax in axes.flat:
+        for h, lab in zip(*ax.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    fig.legend(list(seen.values()), list(seen), loc="outside lower center", ncols=min(5, len(seen)), frameon=False, fontsize=6)
     return save_figure(fig, stem)
 
 
