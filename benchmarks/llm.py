@@ -2,20 +2,20 @@
 
 ``python -m benchmarks.llm [--preset smoke|default] [--model PATH] [--batch 8 --new 64 --repeats 3]``
 
-* generation: the package's sampler (:func:`shiftbounds.llm.gsm8k.sample_completions`: batched,
+* generation: the package's sampler (:func:`shiftbounds.distill.gsm8k.sample_completions`: batched,
   left-padded, key-value cached, stopping each row at its end-of-text) against a plain batched
   ``model.generate`` with a fixed number of new tokens, in new tokens per second;
-* dialogue rollouts: :func:`shiftbounds.llm.dialogue.roll_out_batch` over ``--batch`` goals at once
-  (agent and LM user, one cached sampling call per turn) against the same rollouts one dialogue at
-  a time, in agent + user tokens per second;
+* dialogue rollouts: the live path, :func:`shiftbounds.conversations.rollouts.rollout_dialogues`
+  over ``--batch`` goals at once (agent and LM simulators on one model, one cached sampling call per
+  turn) against the same dialogues one at a time (each dialogue draws from its own seed, so both
+  roll out the same tokens), in dialogue tokens per second;
 * multi-turn GRPO step: one step of TRL's ``GRPOTrainer`` with the package's multi-turn
   ``rollout_func`` (:mod:`shiftbounds.conversations.paradigms`: batched agent turns, an LM user on
   the same model, ``env_mask``) against the hand-written step it replaces
-  (:func:`shiftbounds.llm.dialogue.roll_out_batch` + :func:`~shiftbounds.llm.dialogue.dialogue_pg_loss`
-  + AdamW), both ``--batch`` dialogues of 3 agent turns of at most ``--new`` tokens on a model of
+  (``benchmarks.reference``: ``roll_out_batch`` + ``dialogue_pg_loss`` + AdamW), both ``--batch`` dialogues of 3 agent turns of at most ``--new`` tokens on a model of
   the same size, in dialogue tokens (agent + user) per second over ``2 x --repeats`` steps after a
   warm-up step;
-* training: one masked-span step (:func:`shiftbounds.llm.training.span_nll` + AdamW) against a plain
+* training: one masked-span step (``benchmarks.reference.span_nll`` + AdamW) against a plain
   ``model(input_ids, labels=...)`` step, in tokens per second; on a GPU also model FLOPs
   utilisation against ``--peak-tflops`` (6 x parameters x tokens per step).
 
@@ -27,20 +27,24 @@ from __future__ import annotations
 
 import copy
 import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 
 import torch
 
 from benchmarks import best_time, write_report
+from benchmarks.reference import TinyLM, dialogue_pg_loss, load_causal_lm, roll_out_batch, span_nll
+from shiftbounds.conversations.classifiers import make_batch
 from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
-from shiftbounds.llm.dialogue import roll_out_batch
-from shiftbounds.llm.gsm8k import Problem, prompt_ids, sample_completions
-from shiftbounds.llm.models import TinyLM, load_causal_lm
-from shiftbounds.llm.sampling import left_pad
-from shiftbounds.llm.taskmaster import ROLE_TOKENS, OrderItem
-from shiftbounds.llm.training import make_batch, span_nll
+from shiftbounds.conversations.paradigms import ParadigmConfig, paradigm_trainer
+from shiftbounds.conversations.records import Conversation, Message
+from shiftbounds.conversations.rollouts import rollout_dialogues
+from shiftbounds.conversations.sampling import left_pad
+from shiftbounds.conversations.simulators import LMUser
+from shiftbounds.conversations.taskmaster import ROLE_TOKENS, OrderItem
+from shiftbounds.distill.gsm8k import Problem, prompt_ids, sample_completions
 from shiftbounds.utils.cli import parse_config
-from shiftbounds.utils.seeding import numpy_rng, torch_generator, torch_init_seed
+from shiftbounds.utils.seeding import derive_seed, numpy_rng, torch_generator, torch_init_seed
 
 
 @dataclass(frozen=True)
@@ -66,16 +70,7 @@ PROBLEMS = [Problem(f"Tom has {i} apples and buys {i + 3} more. How many apples 
 
 def _grpo_step(a: LLMBenchConfig, agent, atok, goals) -> tuple[float, float]:
     """Tokens per second of one multi-turn GRPO step through TRL and through the hand-written path."""
-    import tempfile
-    import time
-
-    from transformers import TrainerCallback
-
-    from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
-    from shiftbounds.conversations.paradigms import ParadigmConfig, paradigm_trainer
-    from shiftbounds.conversations.records import Conversation, Message
-    from shiftbounds.conversations.simulators import LMUser
-    from shiftbounds.llm.dialogue import dialogue_pg_loss
+    from transformers import TrainerCallback  # heavy optional dependency, imported on use
 
     convs = [Conversation(f"c{i}", f"goal {i}", (Message("user", "a latte please"),)) for i in range(a.batch)]
     steps = 2 * a.repeats + 1  # the first step of each path warms up
@@ -151,17 +146,23 @@ def main(argv: list[str] | None = None) -> dict:
     agent.eval()
     goals = [(OrderItem(["latte", "mocha", "cortado"][i % 3], 1 + i % 2),) for i in range(a.batch)]
 
-    def dialogues(groups):
-        out = []
-        for gs in groups:
-            out += roll_out_batch(agent, atok, gs, agent, turns=3, max_new=a.new, temperature=1.0,
-                                  generator=torch_generator(a.seed, "rollouts"), rng=numpy_rng(a.seed, "rollouts"))
-        return out
+    sims = [LMUser(model, tok, persona="{goal}", max_new_tokens=a.new) for _ in range(a.batch)]
+    texts = [f"a {['latte', 'mocha', 'cortado'][i % 3]}, {1 + i % 2} please" for i in range(a.batch)]
 
-    n_roll = sum(len(d.ids) - 1 for d in dialogues([goals]))
-    t_roll = best(lambda: dialogues([goals]), a.repeats)
-    n_seq = sum(len(d.ids) - 1 for d in dialogues([[g] for g in goals]))
-    t_seq = best(lambda: dialogues([[g] for g in goals]), a.repeats)
+    def dialogues(groups: list[list[int]]) -> int:
+        """Roll out the dialogues of each group in one call; their tokens (prompt and completion)."""
+        n = 0
+        for idx in groups:
+            out = rollout_dialogues(model, tok, [[] for _ in idx], [texts[i] for i in idx], [sims[i] for i in idx],
+                                    lambda goal, messages: 0.0, max_turns=3, max_new_tokens=a.new, temperature=1.0,
+                                    seeds=[derive_seed(a.seed, "rollouts", i) for i in idx], user_first=True)
+            n += sum(len(d["prompt_ids"]) + len(d["completion_ids"]) for d in out)
+        return n
+
+    together, alone = [list(range(a.batch))], [[i] for i in range(a.batch)]
+    n_roll, n_seq = dialogues(together), dialogues(alone)
+    t_roll = best(lambda: dialogues(together), a.repeats)
+    t_seq = best(lambda: dialogues(alone), a.repeats)
     batch = make_batch(tok, [(q.question, "x" * a.new) for q in probs], 1024).to(dev)
     model.train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
@@ -187,14 +188,15 @@ def main(argv: list[str] | None = None) -> dict:
     rows = [
         {"stage": "generation", "ours": "package sampler", "ours_tok_s": n_ours / t_ours,
          "reference": "transformers generate (batched)", "reference_tok_s": n_gen / t_hf, "ratio": (n_ours / t_ours) / (n_gen / t_hf)},
-        {"stage": "rollouts", "ours": "batched dialogues", "ours_tok_s": n_roll / t_roll,
+        {"stage": "rollouts", "ours": "rollout_dialogues, batched", "ours_tok_s": n_roll / t_roll,
          "reference": "one dialogue at a time", "reference_tok_s": n_seq / t_seq, "ratio": (n_roll / t_roll) / (n_seq / t_seq)},
         {"stage": "multi-turn GRPO step", "ours": "TRL GRPOTrainer + rollout_func", "ours_tok_s": grpo_tok_s,
          "reference": "hand-written rollouts + policy gradient", "reference_tok_s": hand_tok_s, "ratio": grpo_tok_s / hand_tok_s},
         {"stage": "training", "ours": "masked-span step", "ours_tok_s": n_tok / t_train,
          "reference": "plain labels step", "reference_tok_s": n_tok / t_plain, "ratio": t_plain / t_train},
     ]
-    notes = f"Device {dev}; {n_params / 1e6:.2f} M parameters; batch {a.batch}; {a.new} new tokens."
+    notes = (f"Device {dev}; {n_params / 1e6:.2f} M parameters; batch {a.batch}; {a.new} new tokens; rollouts: "
+             f"{'the same' if n_roll == n_seq else 'DIFFERENT'} dialogue tokens batched and one at a time ({n_roll}).")
     if dev.type == "cuda":
         notes += f" Training MFU {6 * n_params * n_tok / t_train / (a.peak_tflops * 1e12):.1%} of {a.peak_tflops} TFLOP/s."
     tmp.cleanup()

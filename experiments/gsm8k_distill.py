@@ -7,7 +7,7 @@ A teacher (``--teacher-model`` folder, or a tiny chat model built from a config 
 the train answers for ``--teacher-steps`` with TRL's ``SFTTrainer``) is made noisy by a
 temperature or an ``eta`` mixture; students (``--student-model`` or the tiny model's untrained
 weights, sharing the teacher's tokenizer) are trained with each method for the same steps,
-prompts per step and prompt pool (:mod:`shiftbounds.llm.distillation`: BC by ``SFTTrainer`` on
+prompts per step and prompt pool (:mod:`shiftbounds.distill.trainers`: BC by ``SFTTrainer`` on
 fresh noisy-teacher samples, OPD and NAIL by TRL's ``DistillationTrainer`` with the noisy teacher
 and the paper's losses), and scored by exact match of the final ``#### <number>`` under greedy
 decoding on test problems. Each finished run is saved under ``runs/`` and skipped on a rerun;
@@ -17,7 +17,7 @@ The smoke preset (tiny models, a handful of problems) checks the machinery in ab
 CPU; its accuracies are 0 and mean nothing. The gpu preset documents a 0.5-1.5B run:
 ``--teacher-model`` / ``--student-model`` local chat-model folders (e.g. a 1.5B teacher and a 0.5B
 student of one family), 16 prompts per step, 384 new tokens, 500 steps per method;
-``--estimate-only`` prints the expected device memory (:mod:`shiftbounds.llm.memory`) without
+``--estimate-only`` prints the expected device memory (:mod:`shiftbounds.utils.memory`) without
 loading weights.
 """
 
@@ -31,13 +31,12 @@ from pathlib import Path
 import numpy as np
 
 from shiftbounds.conversations.calibration import TrainingConfig, train_sft
-from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
-from shiftbounds.llm.distillation import bc_examples, on_policy_trainer
-from shiftbounds.llm.gsm8k import METHODS, NoisyTeacher, exact_match, load_gsm8k, prompt_messages
-from shiftbounds.llm.memory import Stage, estimate, format_estimate, model_shape
-from shiftbounds.llm.models import check_model_folder
+from shiftbounds.conversations.models import build_tiny_chat_model, check_model_folder, load_chat_model
+from shiftbounds.distill.gsm8k import METHODS, NoisyTeacher, exact_match, load_gsm8k, prompt_messages
+from shiftbounds.distill.trainers import bc_examples, on_policy_trainer
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_json
+from shiftbounds.utils.memory import Stage, estimate, format_estimate, model_shape
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import derive_seed, torch_generator, trainer_seed
 from shiftbounds.utils.stages import StageCache
@@ -91,7 +90,7 @@ PRESETS = {
 
 
 def memory_estimate(cfg: GSM8KConfig) -> dict:
-    """Device memory for one process (:mod:`shiftbounds.llm.memory`): the teacher resident, one
+    """Device memory for one process (:mod:`shiftbounds.utils.memory`): the teacher resident, one
     student trained on ``batch`` sequences of ``prompt_len + max_new`` tokens, generation by the
     student on as many."""
     from transformers import GPT2Config

@@ -33,7 +33,6 @@ import numpy as np
 import torch
 
 from shiftbounds.figures import plot_modadd
-from shiftbounds.llm.models import resolve_device
 from shiftbounds.modadd import (
     LAWS,
     METHODS,
@@ -50,11 +49,13 @@ from shiftbounds.modadd import (
 )
 from shiftbounds.nn.transformer import load_model, save_model
 from shiftbounds.utils.cli import exit_on_stale, load_config_file, parse_config
+from shiftbounds.utils.device import resolve_device
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import torch_generator, torch_init_seed
 from shiftbounds.utils.stages import StageCache
-from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference
+from shiftbounds.utils.stats import exact_proportion_ci, holm, holm_verdicts, mcnemar_exact, mean_ci, paired_difference
+from shiftbounds.utils.workers import default_workers, one_torch_thread, run_jobs
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class ModAddConfig:
     methods: tuple[str, ...] = field(default=METHODS, metadata={"help": f"students, from {METHODS}", "resume": False})
     teacher_signals: tuple[str, ...] = field(default=("full",), metadata={"help": f"what every student gets from the noisy teacher, from {TEACHER_SIGNALS}: one sampled token per position or the full distribution", "resume": False})
     warm_starts: tuple[int, ...] = field(default=(0,), metadata={"help": "steps of the shared BC warm start every method of a seed starts from (0 = random weights)", "resume": False})
+    warm_corrupt: float = field(default=0.0, metadata={"help": "prefix corruption in the shared BC warm start (the teacher's recipe: the noisy teacher labels corrupted prefixes); 0 = plain BC"})
     law: str = field(default="mixture", metadata={"help": f"noisy-teacher law, from {LAWS}"})
     noised_student: bool = field(default=False, metadata={"help": "OPD/NAIL fit (1-eta) pi_hat + eta nu (known-noise form)"})
     seeds: int = field(default=3, metadata={"help": "seeds per (eta, method)", "resume": False})
@@ -75,9 +77,12 @@ class ModAddConfig:
     lr: float = field(default=3e-3, metadata={"help": "student learning rate"})
     d_model: int = field(default=64, metadata={"help": "model width (teacher and students)"})
     n_layer: int = field(default=2, metadata={"help": "transformer blocks"})
+    lr_decay: bool = field(default=False, metadata={"help": "students' learning rate falls linearly to 0.1 lr over the steps (as the teacher's)"})
     teacher_steps: int = field(default=800, metadata={"help": "teacher optimisation steps"})
     n_eval: int = field(default=1000, metadata={"help": "held-out prompts"})
     device: str = field(default="cpu", metadata={"help": "cpu, cuda or auto"})
+    solve_threshold: float = field(default=0.9, metadata={"help": "a seed solves when its greedy chain exact match on the held-out prompts is >= this (fixed before the run)", "resume": False})
+    workers: int = field(default=0, metadata={"help": "(m, eta, signal, warm start, seed) jobs at once, one process each; 0 = every core. The results do not depend on it", "resume": False})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
     out_dir: str = field(default="results/modadd/default", metadata={"help": "folder for results, teacher and runs", "resume": False})
     retabulate: bool = field(default=False, metadata={"help": "recompute the tables of --out-dir from its results.json after a change to the statistics; trains nothing", "resume": False})
@@ -94,6 +99,10 @@ class ModAddConfig:
             raise ValueError(f"--device must be cpu, cuda or auto; got {self.device!r}")
         if self.seeds < 1 or self.steps < 1 or self.teacher_steps < 1 or self.n_eval < 1:
             raise ValueError("--seeds, --steps, --teacher-steps and --n-eval must be >= 1")
+        if not 0 <= self.warm_corrupt < 1:
+            raise ValueError(f"--warm-corrupt must lie in [0, 1); got {self.warm_corrupt}")
+        if not 0 < self.solve_threshold <= 1 or self.workers < 0:
+            raise ValueError(f"need 0 < --solve-threshold <= 1 and --workers >= 0; got {self.solve_threshold}, {self.workers}")
         bad = [x for x in self.teacher_signals if x not in TEACHER_SIGNALS]
         if bad or not self.teacher_signals:
             raise ValueError(f"--teacher-signals must come from {TEACHER_SIGNALS}; got unknown {bad}")
@@ -111,7 +120,8 @@ class ModAddConfig:
 PRESETS = {
     "default": {},
     "smoke": {"m": (3, 4), "etas": (0.0, 0.2), "methods": ("bc", "nail-F"), "teacher_signals": ("sampled", "full"),
-              "warm_starts": (0, 5), "seeds": 2, "steps": 10, "batch": 16, "teacher_steps": 40, "n_eval": 100, "d_model": 32},
+              "warm_starts": (0, 5), "seeds": 2, "steps": 10, "batch": 16, "teacher_steps": 40, "n_eval": 100, "d_model": 32,
+              "workers": 1},
     "cpu": {"m": (8, 16, 31), "etas": (0.0, 0.2), "methods": ("bc", "opd-F", "nail-F"),
             "teacher_signals": ("sampled", "full"), "warm_starts": (0, 100), "seeds": 3, "steps": 600, "batch": 32,
             "d_model": 48, "teacher_steps": 800, "n_eval": 500},
@@ -120,7 +130,7 @@ PRESETS = {
 }
 
 
-SWEPT = ("out_dir", "m", "etas", "methods", "teacher_signals", "warm_starts", "seeds", "device")
+SWEPT = ("out_dir", "m", "etas", "methods", "teacher_signals", "warm_starts", "seeds", "device", "solve_threshold", "workers", "retabulate")
 
 
 def _key(cfg: ModAddConfig, *extra) -> str:
@@ -129,15 +139,25 @@ def _key(cfg: ModAddConfig, *extra) -> str:
     return hashlib.sha1(json.dumps([opts, *extra], sort_keys=True).encode()).hexdigest()[:10]
 
 
+TEACHER_FIELDS = ("p", "d_model", "n_layer", "teacher_steps", "seed")
+
+
+def _teacher_path(cfg: ModAddConfig, m: int) -> Path:
+    """Where the teacher of chain length ``m`` is saved: named by the settings it depends on only."""
+    opts = {k: getattr(cfg, k) for k in TEACHER_FIELDS}
+    key = hashlib.sha1(json.dumps([opts, "teacher", m], sort_keys=True).encode()).hexdigest()[:10]
+    return Path(cfg.out_dir) / f"teacher_m{m}_{key}.pt"
+
+
 def get_teacher(cfg: ModAddConfig, task: ModAddTask, stream) -> tuple[torch.nn.Module, float]:
     """Load the cached teacher of ``task`` or train it (and cache it); returns it with its accuracy."""
-    path = Path(cfg.out_dir) / f"teacher_m{task.m}_{_key(cfg, 'teacher', task.m)}.pt"
-    device = resolve_device(cfg.device)[0]  # the students train in float32 on any device
+    path = _teacher_path(cfg, task.m)
+    device = resolve_device(cfg.device)  # the students train in float32 on any device
     if path.exists():
         teacher = load_model(path).to(device).eval()
     else:
         prog = Progress(cfg.teacher_steps, f"modadd teacher m={task.m}", stream=stream, min_interval=5.0)
-        with torch_init_seed(cfg.seed, "teacher_init", task.m):
+        with torch_init_seed(cfg.seed, "teacher_init", task.m), one_torch_thread():  # same bytes on any machine
             teacher = train_teacher(task, TeacherConfig(cfg.teacher_steps, lr=3e-3, d_model=cfg.d_model, n_layer=cfg.n_layer),
                                     torch_generator(cfg.seed, "teacher", task.m),
                                     progress=lambda s, l: prog.update(note=f"loss {l:.3f}"), device=device)
@@ -150,70 +170,98 @@ def get_teacher(cfg: ModAddConfig, task: ModAddTask, stream) -> tuple[torch.nn.M
 CELL = ("m", "eta", "teacher_signal", "warm_start")
 
 
-def _warm_start(cfg: ModAddConfig, task: ModAddTask, scfg: StudentConfig, teacher, steps: int, key: tuple, prog, tag: str):
-    """The shared warm start (``steps`` of BC with the cell's teacher signal), seeded by ``key``."""
-    with torch_init_seed(cfg.seed, *key, "init"):
-        return warm_start(task, scfg, teacher, steps, torch_generator(cfg.seed, *key),
-                          progress=lambda s, l: prog.update(0, note=f"warm start {tag} loss {l:.3f}"))
+def _student_config(cfg: ModAddConfig, method: str, eta: float, sig: str) -> StudentConfig:
+    return StudentConfig(method=method, eta=eta, law=cfg.law, steps=cfg.steps, batch=cfg.batch, lr=cfg.lr,
+                         noised_student=cfg.noised_student, d_model=cfg.d_model, n_layer=cfg.n_layer,
+                         teacher_signal=sig, lr_decay=cfg.lr_decay)
+
+
+def run_seed(cfg: ModAddConfig, m: int, eta: float, sig: str, w: int, k: int) -> list[dict]:
+    """Every method of one seed of one cell, evaluated: the shared warm start (``w`` steps of BC
+    with the cell's teacher signal, when ``w > 0``) is trained once and copied into each method.
+    Each student and warm start is saved under ``<out_dir>/runs`` when finished and loaded on a
+    rerun. The teacher must be saved already (:func:`get_teacher`)."""
+    task = ModAddTask(cfg.p, m)
+    device = resolve_device(cfg.device)
+    teacher = load_model(_teacher_path(cfg, m)).to(device).eval()
+    eval_prompts = sample_prompts(task, cfg.n_eval, torch_generator(cfg.seed, "eval_prompts", m))
+    cache = StageCache(Path(cfg.out_dir) / "runs")
+    tag = f"m{m}_eta{eta}_{sig}_warm{w}_seed{k}"
+    warm: dict = {}
+
+    def init():
+        if w and "model" not in warm:
+            key = ("warm", m, int(eta * 1000), sig, k)
+            scfg = _student_config(cfg, "bc", eta, sig)
+
+            def make():
+                with torch_init_seed(cfg.seed, *key, "init"):
+                    return warm_start(task, scfg, teacher, w, torch_generator(cfg.seed, *key), corrupt=cfg.warm_corrupt)
+
+            warm["model"] = cache.torch(f"warm_{tag}_{_key(cfg, 'warm', w)}", make,
+                                        load=lambda path: load_model(path).to(device), save=save_model)
+        return warm.get("model")
+
+    def train_one(method: str) -> dict:
+        gen = torch_generator(cfg.seed, "student", m, method, int(eta * 1000), sig, w, k)
+        with torch_init_seed(cfg.seed, "student_init", m, method, int(eta * 1000), sig, w, k):  # global state untouched
+            student = train_student(task, _student_config(cfg, method, eta, sig), teacher, gen, init=init())
+        return {"m": m, "eta": eta, "teacher_signal": sig, "warm_start": w, "method": method, "seed": k,
+                **asdict(evaluate(task, student, eval_prompts))}
+
+    return [cache.json(f"{method}_{tag}_{_key(cfg, 'run')}", lambda: train_one(method)) for method in cfg.methods]
 
 
 def run(cfg: ModAddConfig, stream=sys.stderr) -> dict:
-    """Train everything that is not saved yet, then write results and the figure."""
+    """Train everything that is not saved yet (the teachers here, the (cell, seed) jobs on
+    ``--workers`` processes, each on one torch thread), then write results and the figure."""
     out = Path(cfg.out_dir)
     guard_resume(out, cfg)
-    jobs = [(m, eta, sig, w, method, k) for m in cfg.m for eta in cfg.etas for sig in cfg.teacher_signals
-            for w in cfg.warm_starts for method in cfg.methods for k in range(cfg.seeds)]
-    prog = Progress(sum(cfg.steps + w for *_, w, _, _ in jobs), "modadd students", stream=stream, min_interval=5.0)
-    runs, teachers = [], {}
-    cache = StageCache(out / "runs")
+    teachers = []
     for m in cfg.m:
         task = ModAddTask(cfg.p, m)
         teacher, acc = get_teacher(cfg, task, stream)
-        device = next(teacher.parameters()).device
         eval_prompts = sample_prompts(task, cfg.n_eval, torch_generator(cfg.seed, "eval_prompts", m))
-        teachers[m] = {"m": m, "consistent_accuracy": acc, "chain_exact": evaluate(task, teacher, eval_prompts).chain_exact}
-        warm: dict = {}  # the shared warm starts of this m, by (signal, eta, steps, seed)
+        teachers.append({"m": m, "consistent_accuracy": acc, "chain_exact": evaluate(task, teacher, eval_prompts).chain_exact})
+    jobs = [(cfg, m, eta, sig, w, k) for m in cfg.m for eta in cfg.etas for sig in cfg.teacher_signals
+            for w in cfg.warm_starts for k in range(cfg.seeds)]
+    workers = cfg.workers or default_workers()
+    runs = [r for rs in run_jobs(run_seed, jobs, workers, label=f"modadd seeds on {workers} workers") for r in rs]
+    return write_outputs(cfg, out, teachers, runs)
 
-        def train_one(eta: float, sig: str, w: int, method: str, k: int, tag: str) -> dict:
-            """One student of the sweep (from the cell's shared warm start when ``w`` > 0), evaluated."""
-            scfg = StudentConfig(method=method, eta=eta, law=cfg.law, steps=cfg.steps, batch=cfg.batch, lr=cfg.lr,
-                                 noised_student=cfg.noised_student, d_model=cfg.d_model, n_layer=cfg.n_layer,
-                                 teacher_signal=sig)
-            init = None
-            if w:  # w steps of BC, computed once per (m, eta, signal, w, seed) and copied into every method
-                if (sig, eta, w, k) not in warm:
-                    key = ("warm", m, int(eta * 1000), sig, k)
-                    warm[(sig, eta, w, k)] = cache.torch(
-                        f"warm_{tag}_{_key(cfg, 'warm', w)}", lambda: _warm_start(cfg, task, scfg, teacher, w, key, prog, tag),
-                        load=lambda path: load_model(path).to(device), save=save_model)
-                init = warm[(sig, eta, w, k)]
-            gen = torch_generator(cfg.seed, "student", m, method, int(eta * 1000), sig, w, k)
-            with torch_init_seed(cfg.seed, "student_init", m, method, int(eta * 1000), sig, w, k):  # global state untouched
-                student = train_student(task, scfg, teacher, gen, init=init,
-                                        progress=lambda s, l: prog.update(note=f"{method} {tag} loss {l:.3f}"))
-            return {"m": m, "eta": eta, "teacher_signal": sig, "warm_start": w, "method": method, "seed": k,
-                    **asdict(evaluate(task, student, eval_prompts))}
 
-        for _, eta, sig, w, method, k in (j for j in jobs if j[0] == m):
-            tag = f"m{m}_eta{eta}_{sig}_warm{w}_seed{k}"
-            name = f"{method}_{tag}_{_key(cfg, 'run')}"
-            runs.append(cache.json(name, lambda: train_one(eta, sig, w, method, k, tag)))
-            prog.update(w if name in cache.seconds else cfg.steps + w, note=f"{method} {tag}" + ("" if name in cache.seconds else " (resumed)"))
-    return write_outputs(cfg, out, list(teachers.values()), runs)
+MCNEMAR_PAIRS = (("nail-F", "bc"), ("nail-F", "opd-F"), ("opd-F", "bc"))
 
 
 def write_outputs(cfg: ModAddConfig, out: Path, teachers: list[dict], runs: list[dict]) -> dict:
-    """``results.json``, ``runs.csv``, ``paired.csv``, ``results.md`` and the figure from the runs."""
+    """``results.json``, ``runs.csv``, ``solves.csv``, ``mcnemar.csv``, ``paired.csv``,
+    ``results.md`` and the figure from the runs."""
     rows, paired = summarise(cfg, runs)
-    results = {"config": asdict(cfg), "teachers": teachers, "rows": rows, "paired": paired, "runs": runs}
+    solves, mcnemar = solve_tables(cfg, runs)
+    results = {"config": asdict(cfg), "teachers": teachers, "rows": rows, "solves": solves, "mcnemar": mcnemar,
+               "paired": paired, "runs": runs}
     write_json(out / "results.json", results)
     write_csv(out / "runs.csv", [{k: v for k, v in r.items() if k != "per_position"} for r in runs])
+    write_csv(out / "solves.csv", solves)
+    write_csv(out / "mcnemar.csv", mcnemar)
     write_csv(out / "paired.csv", paired)
+    control = [r for r in solves if r["eta"] == 0.0]
+    control_ok = bool(control) and all(r["solve_rate"] >= 0.9 for r in control)
     md = (f"# Modular addition with a noisy teacher\n\np = {cfg.p}, law = {cfg.law}, noised student = {cfg.noised_student}; "
-          f"{cfg.steps} steps x {cfg.batch} prompts per student (after the warm start, if any), width {cfg.d_model}, "
-          f"{cfg.n_layer} layers; greedy decoding on {cfg.n_eval} held-out prompts; mean over {cfg.seeds} seeds with 95 % CI.\n\n"
+          f"{cfg.steps} steps x {cfg.batch} prompts per student (after the warm start, if any), learning rate {cfg.lr}"
+          f"{' decaying linearly to 0.1x' if cfg.lr_decay else ''}, width {cfg.d_model}, {cfg.n_layer} layers; greedy decoding on "
+          f"{cfg.n_eval} held-out prompts; {cfg.seeds} seeds.\n\n"
           "## Teachers\n\n" + markdown_table(teachers)
-          + "\n## Students\n\n" + markdown_table(rows)
+          + f"\n## Solve rates\n\nA seed solves when its greedy chain exact match is >= {cfg.solve_threshold} (fixed before the run); "
+            "rate with its exact (Clopper-Pearson) 95 % interval. "
+          + ("The eta = 0 control solves in >= 90 % of seeds for every method.\n\n" if control_ok else
+             "**The eta = 0 control does not solve in >= 90 % of seeds for every method (or was not run): the noise "
+             "comparisons below cannot be read as effects of the noise or the method.**\n\n" if control or 0.0 in cfg.etas else
+             "No eta = 0 control in this run.\n\n")
+          + markdown_table(solves)
+          + "\n## Paired solve differences (exact McNemar)\n\nSame cell and seed (a seed's warm start is shared by its methods); "
+            "`holm verdict`: Holm's correction over the family of the three differences of each cell.\n\n" + markdown_table(mcnemar)
+          + "\n## Students (chain exact match)\n\n" + markdown_table(rows)
           + f"\n## Paired differences against BC\n\nSame m, eta, signal, warm start and seed; mean with 95 % t-interval; "
             f"`p`: exact sign-flip p-value, on which `verdict` rests (with {cfg.seeds} seeds the smallest possible p is "
             f"{2 / 2 ** cfg.seeds:.4g}); `holm verdict`: after Holm's correction over all {len(paired)} rows (the family).\n\n"
@@ -221,6 +269,32 @@ def write_outputs(cfg: ModAddConfig, out: Path, teachers: list[dict], runs: list
     atomic_write_text(out / "results.md", md)
     plot_modadd(results, out / "modadd")
     return results
+
+
+def solve_tables(cfg: ModAddConfig, runs: list[dict]) -> tuple[list[dict], list[dict]]:
+    """Solve rates per (cell, method) with Clopper-Pearson intervals, and exact McNemar tests of
+    :data:`MCNEMAR_PAIRS` per cell (seeds paired), Holm-corrected within each cell's family."""
+    solves, tests = [], []
+    cells = sorted(dict.fromkeys(tuple(r[c] for c in CELL) for r in runs))
+    for cell in cells:
+        here = [r for r in runs if tuple(r[c] for c in CELL) == cell]
+        solved = {method: [r["chain_exact"] >= cfg.solve_threshold for r in sorted(here, key=lambda r: r["seed"]) if r["method"] == method]
+                  for method in cfg.methods}
+        for method, x in solved.items():
+            if x:
+                ci = exact_proportion_ci(sum(x), len(x))
+                solves.append({**dict(zip(CELL, cell)), "method": method, "solved": sum(x), "seeds": len(x),
+                               "solve_rate": ci.value, "ci": f"[{ci.low:.3f}, {ci.high:.3f}]"})
+        family = []
+        for a, b in MCNEMAR_PAIRS:
+            if solved.get(a) and solved.get(b) and len(solved[a]) == len(solved[b]):
+                t = mcnemar_exact(solved[a], solved[b], (a, b))
+                family.append({**dict(zip(CELL, cell)), "difference": t["difference"], "solve_rate_difference": t["mean"],
+                               "only_first": t["only_x"], "only_second": t["only_y"], "seeds": t["n"], "p": t["p"], "verdict": t["verdict"]})
+        for row, kept in zip(family, holm([r["p"] for r in family]) if family else []):
+            row["holm verdict"] = row["verdict"] if kept else "not significant"
+        tests += family
+    return solves, tests
 
 
 def summarise(cfg: ModAddConfig, runs: list[dict]) -> tuple[list[dict], list[dict]]:

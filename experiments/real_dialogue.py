@@ -35,7 +35,7 @@ after Holm's correction over each evaluation user's comparisons), ``training.csv
 run's training reward, first and last quarter), ``per_turn.csv``, figures
 ``realism_by_turn``, ``sycophancy``, ``paradigms`` (PNG and PDF), ``config.json``, ``timings.json``.
 ``--estimate-only`` prints the device memory each stage needs, from the model's config, before any
-weights are loaded (:mod:`shiftbounds.llm.memory`).
+weights are loaded (:mod:`shiftbounds.utils.memory`).
 Multi-GPU or multi-machine: ``accelerate launch [--multi_gpu] --num_processes N -m
 experiments.real_dialogue ...`` (TRL trains data-parallel; measurements run on every process and
 only the main one writes).
@@ -56,6 +56,7 @@ from shiftbounds.conversations.measures import discriminator_auc_by_turn, logged
 from shiftbounds.conversations.models import METADATA, build_tiny_chat_model, load_chat_model
 from shiftbounds.conversations.paradigms import SYSTEM, ParadigmConfig, evaluate_agent, train_paradigm
 from shiftbounds.conversations.records import Conversation
+from shiftbounds.conversations.rule_user import is_acceptance
 from shiftbounds.conversations.simulators import CorrectedUser, LMUser, LoggedOpeningUser, OrderingUser
 from shiftbounds.conversations.tasks import (
     Taskmaster4Probes,
@@ -66,9 +67,9 @@ from shiftbounds.conversations.tasks import (
     taskmaster4_stop,
 )
 from shiftbounds.figures.text import plot_paradigm_success, plot_text_realism, plot_text_sycophancy
-from shiftbounds.llm.dialogue import is_acceptance
 from shiftbounds.utils.cli import exit_on_stale, load_config_file, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
+from shiftbounds.utils.memory import Stage, estimate, format_estimate, model_shape
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import derive_seed, numpy_rng
 from shiftbounds.utils.stages import StageCache
@@ -163,12 +164,11 @@ PRESETS = {
 
 
 def memory_estimate(cfg: RealDialogueConfig) -> dict:
-    """Device memory per stage for one process (:mod:`shiftbounds.llm.memory`), from ``--base-model``'s
+    """Device memory per stage for one process (:mod:`shiftbounds.utils.memory`), from ``--base-model``'s
     config (or the corpus-made model's), counting the models each stage keeps resident: SFT trains
     one model; GRPO holds the policy, its reference when ``--beta`` > 0, and the LM simulators."""
     from transformers import GPT2Config
 
-    from shiftbounds.llm.memory import Stage, estimate, model_shape
 
     m = model_shape(cfg.base_model or GPT2Config(vocab_size=cfg.vocab_size + 8, n_positions=max(1024, cfg.max_len),
                                                  n_embd=cfg.d_model, n_layer=cfg.n_layer, n_head=4))
@@ -397,7 +397,6 @@ def main(argv: list[str] | None = None) -> dict:
         print((Path(cfg.out_dir) / "results.md").read_text())
         return results
     if cfg.estimate_only:
-        from shiftbounds.llm.memory import format_estimate
 
         est = memory_estimate(cfg)
         print(format_estimate(est))

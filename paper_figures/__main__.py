@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shiftbounds import figures as F
+from shiftbounds.figures.text import plot_paradigm_success, plot_text_realism, plot_text_sycophancy
 from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import read_json
 
@@ -45,7 +46,6 @@ def _full_pipeline(r: dict, out: Path) -> list[Path]:
 
 
 def _real_dialogue(r: dict, out: Path) -> list[Path]:
-    from shiftbounds.figures.text import plot_paradigm_success, plot_text_realism, plot_text_sycophancy
 
     return (plot_text_realism(r, out / "fig_real_realism_by_turn") + plot_text_sycophancy(r, out / "fig_real_sycophancy")
             + plot_paradigm_success(r, out / "fig_real_paradigms"))

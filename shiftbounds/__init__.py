@@ -1,19 +1,22 @@
 """shiftbounds: exact, tested distribution-shift bounds for multi-turn dialogue RL and noisy-expert imitation.
 
-Layers (each imports only those below it; ``shiftbounds.llm`` and ``shiftbounds.conversations``
-still import each other, which the move of ``llm`` into ``conversations`` is to end):
+Layers, lowest first; a module imports only from layers below its own (``tests/test_lint.py``
+checks it, so the import graph has no cycle and no arrow running back up):
 
-* ``shiftbounds.utils`` — results files, CLI, statistics, seeding, stage cache, worker processes;
-  ``shiftbounds.tabular`` — the exact engine (finite-horizon MDPs, occupancies, values, DP);
-  ``shiftbounds.losses`` — pure loss functions (divergences, policy gradient);
-* ``shiftbounds.shift``, ``shiftbounds.constructions``, ``shiftbounds.imitation`` — per-turn shift
-  measures, named instances, noisy-expert learners; ``shiftbounds.theory`` — the statements;
-* ``shiftbounds.dialogue`` — hidden-goal dialogue tasks, exact and neural views, paradigms;
-  ``shiftbounds.modadd`` — modular addition with a noisy teacher; ``shiftbounds.nn`` — a small
-  transformer with a key-value cache;
-* ``shiftbounds.conversations`` — your own logs on TRL (records, simulators, calibration, the
-  paradigms, measures); ``shiftbounds.llm`` — Taskmaster and GSM8K loaders, sampling, noisy-teacher
-  distillation; ``shiftbounds.figures`` — every figure, from saved results.
+1. ``shiftbounds.utils`` — results files, CLI, statistics, seeding, stage cache, worker processes,
+   the device, memory estimates;
+2. ``shiftbounds.tabular`` — the exact engine (finite-horizon MDPs, occupancies, values, DP);
+   ``shiftbounds.losses`` — pure loss functions (divergences, policy gradient);
+   ``shiftbounds.nn`` — a small transformer with a key-value cache;
+3. ``shiftbounds.theory`` — the statements; ``shiftbounds.constructions`` — named instances;
+4. ``shiftbounds.shift`` — per-turn shift measures; ``shiftbounds.imitation`` — noisy-expert
+   learners; ``shiftbounds.crossover`` — the crossover horizon; ``shiftbounds.modadd`` — modular
+   addition with a noisy teacher;
+5. ``shiftbounds.dialogue`` — hidden-goal dialogue tasks, exact and neural views, paradigms;
+6. ``shiftbounds.conversations`` — the one text path, on TRL: your own logs and Taskmaster-4/3
+   (records, loaders, sampling, simulators, calibration, the paradigms, measures, classifiers);
+7. ``shiftbounds.distill`` — noisy-teacher distillation of language models (GSM8K) on TRL;
+   ``shiftbounds.figures`` — every figure, from saved results.
 
 The statements and their proofs: ``docs/theory.md``; the experiments: ``docs/experiments.md``.
 """

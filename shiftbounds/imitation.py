@@ -31,6 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from shiftbounds.constructions import random_mdp
 from shiftbounds.tabular import TabularMDP, expected_return, greedy_policy, mixture_policy, optimal_policy
 
 LEARNERS = ("bc", "dagger", "opd", "nail")
@@ -296,7 +297,5 @@ def sample_complexity(mdp: TabularMDP, expert: np.ndarray, eta: float, cfg: Lear
 
 def random_expert_instance(H: int, S: int, A: int, *, rng: np.random.Generator) -> tuple[TabularMDP, np.ndarray]:
     """A random MDP (Dirichlet(1) kernels, uniform rewards) and its deterministic optimal policy as ``pi*``."""
-    from shiftbounds.constructions import random_mdp
-
     mdp = random_mdp(H, S, A, rng=rng)
     return mdp, optimal_policy(mdp)

@@ -135,6 +135,13 @@ class TeacherConfig:
     n_layer: int = 2
 
 
+def learning_rate(step: int, steps: int, lr: float, *, warmup: int, decay: bool) -> float:
+    """The rate at ``step`` of ``steps``: linear warm-up over ``warmup`` steps, then constant or,
+    with ``decay``, falling linearly to ``0.1 lr`` at the last step."""
+    scale = min(1.0, (step + 1) / warmup)
+    return lr * scale * ((0.1 + 0.9 * (1 - step / steps)) if decay else 1.0)
+
+
 def train_teacher(task: ModAddTask, cfg: TeacherConfig, generator: torch.Generator, progress=None,
                   device: str | torch.device = "cpu") -> Transformer:
     """Train the clean, consistently continuing teacher from scratch."""
@@ -146,9 +153,8 @@ def train_teacher(task: ModAddTask, cfg: TeacherConfig, generator: torch.Generat
         noise = torch.randint(task.p, chain.shape, generator=generator)
         flip = torch.rand(chain.shape, generator=generator) < cfg.corrupt
         seqs = with_chain(task, prompts, torch.where(flip, noise, chain)).to(device)
-        lr = cfg.lr * min(1.0, (step + 1) / 100) * (0.1 + 0.9 * (1 - step / cfg.steps))  # warm-up, linear decay
         for g in opt.param_groups:
-            g["lr"] = lr
+            g["lr"] = learning_rate(step, cfg.steps, cfg.lr, warmup=100, decay=True)
         loss = nll(chain_logits(task, model, seqs), consistent_targets(task, seqs))
         opt.zero_grad()
         loss.backward()
@@ -209,6 +215,12 @@ class StudentConfig:
         noised_student: fit ``(1 - eta) pi_hat + eta nu`` to the teacher (known-noise form).
         teacher_signal: ``"sampled"`` (one noisy-teacher token per position) or ``"full"`` (its
             whole distribution), one of :data:`TEACHER_SIGNALS`.
+        lr_decay: fall linearly to ``0.1 lr`` over the steps (after a 50-step warm-up), as the
+            teacher's schedule does; else constant after the warm-up.
+        corrupt: BC only: each chain token of the teacher-sampled prefixes is replaced by a
+            uniform residue with this probability before the noisy teacher labels every position
+            (the teacher's own training recipe, whose targets at a corrupted prefix are the
+            consistent continuation); 0 = plain BC.
     """
 
     method: str = "nail-F"
@@ -222,6 +234,8 @@ class StudentConfig:
     d_model: int = 64
     n_layer: int = 2
     teacher_signal: str = "full"
+    lr_decay: bool = False
+    corrupt: float = 0.0
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -235,6 +249,8 @@ class StudentConfig:
             raise ValueError(f"law must be one of {LAWS}; got {self.law!r}")
         if not 0 <= self.eta < 1:
             raise ValueError(f"eta must lie in [0, 1); got {self.eta}")
+        if not 0 <= self.corrupt < 1 or (self.corrupt and self.method != "bc"):
+            raise ValueError(f"corrupt must lie in [0, 1) and is for BC only; got {self.corrupt} for {self.method}")
         if self.steps < 1 or self.batch < 1 or self.lr <= 0:
             raise ValueError(f"need steps >= 1, batch >= 1, lr > 0; got {self.steps}, {self.batch}, {self.lr}")
 
@@ -257,8 +273,12 @@ def student_step_loss(task: ModAddTask, cfg: StudentConfig, student: Transformer
     """One batch's loss for ``cfg.method`` and ``cfg.teacher_signal`` (the algorithmic core; see
     the module docstring)."""
     if cfg.method == "bc":
-        seqs = with_chain(task, prompts, sample_noisy_teacher(task, teacher, prompts, cfg.eta, cfg.law, generator))
-        if cfg.teacher_signal == "sampled":  # LogLossBC on the sampled chain
+        chain = sample_noisy_teacher(task, teacher, prompts, cfg.eta, cfg.law, generator)
+        if cfg.corrupt:  # corrupted prefixes, labelled below by the noisy teacher
+            flip = torch.rand(chain.shape, generator=generator).to(chain.device) < cfg.corrupt
+            chain = torch.where(flip, torch.randint(task.p, chain.shape, generator=generator).to(chain.device), chain)
+        seqs = with_chain(task, prompts, chain)
+        if cfg.teacher_signal == "sampled" and not cfg.corrupt:  # LogLossBC on the sampled chain
             return nll(chain_logits(task, student, seqs), seqs[:, task.m + 1:])
     else:
         seqs = student_prefixes(task, cfg, student, prompts, generator)
@@ -314,7 +334,7 @@ def train_student(task: ModAddTask, cfg: StudentConfig, teacher: Transformer, ge
     opt = torch.optim.AdamW(student.parameters(), lr=cfg.lr, weight_decay=0.0)
     for step in range(cfg.steps):
         for g in opt.param_groups:
-            g["lr"] = cfg.lr * min(1.0, (step + 1) / 50)
+            g["lr"] = learning_rate(step, cfg.steps, cfg.lr, warmup=50, decay=cfg.lr_decay)
         prompts = sample_prompts(task, cfg.batch, generator, device)
         loss = student_step_loss(task, cfg, student, teacher, prompts, generator)
         opt.zero_grad()
@@ -327,7 +347,8 @@ def train_student(task: ModAddTask, cfg: StudentConfig, teacher: Transformer, ge
 
 
 def warm_start(task: ModAddTask, cfg: StudentConfig, teacher: Transformer, steps: int, generator: torch.Generator,
-               progress=None) -> Transformer:
+               progress=None, corrupt: float = 0.0) -> Transformer:
     """The shared warm start: ``steps`` of BC from random weights with ``cfg``'s teacher noise, law,
-    teacher signal and optimiser; every method of a comparison then starts from a copy of it."""
-    return train_student(task, replace(cfg, method="bc", steps=steps), teacher, generator, progress)
+    teacher signal and optimiser (and prefix corruption ``corrupt``); every method of a comparison
+    then starts from a copy of it."""
+    return train_student(task, replace(cfg, method="bc", steps=steps, corrupt=corrupt), teacher, generator, progress)

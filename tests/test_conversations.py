@@ -91,8 +91,8 @@ def test_missing_and_empty_files(tmp_path):
 
 
 def test_converters():
+    from shiftbounds.conversations.taskmaster import load_reward_labels, load_tm4
     from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs
-    from shiftbounds.llm.taskmaster import load_reward_labels, load_tm4
 
     tm4 = from_taskmaster4(load_tm4(limit=5))
     assert len(tm4) == 5 and all(c.goal["order"] and c.turns("user") and c.turns("assistant") for c in tm4)

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
-from shiftbounds.llm.distillation import bc_examples, on_policy_trainer
-from shiftbounds.llm.gsm8k import NoisyTeacher, Problem, on_policy_loss
-from shiftbounds.llm.sampling import sample_batch
+from shiftbounds.conversations.sampling import sample_batch
+from shiftbounds.distill.gsm8k import NoisyTeacher, Problem, on_policy_loss
+from shiftbounds.distill.trainers import bc_examples, on_policy_trainer
 
 PROBLEMS = [Problem(f"Tom has {i} apples and buys {i + 2} more. How many?", f"{i} + {i + 2} = {2 * i + 2}\n#### {2 * i + 2}",
                     str(2 * i + 2)) for i in range(8)]

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from experiments import full_pipeline as fp
-from shiftbounds.dialogue.neural.pipeline import resolve_device
+from shiftbounds.utils.device import resolve_device
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -17,8 +18,6 @@ def test_ruff_check_is_clean():
 
 def _imports(path: Path) -> set[str]:
     """Modules a file imports (``import a.b`` and ``from a.b import c``), by parsing it."""
-    import ast
-
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
@@ -26,6 +25,54 @@ def _imports(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             names.add(node.module)
     return names
+
+
+LAYERS = ({"utils"}, {"tabular", "losses", "nn"}, {"theory", "constructions"}, {"shift", "imitation", "crossover", "modadd"},
+          {"dialogue"}, {"conversations"}, {"distill", "figures"})
+
+
+def _unit(module: str) -> str:
+    """The top-level unit of a package module: ``shiftbounds.a.b`` -> ``a``."""
+    return module.split(".")[1] if module.count(".") else module
+
+
+def test_package_layers_import_only_downwards():
+    """Every subpackage or module of ``shiftbounds`` sits in one layer of the package docstring and
+    imports only from lower layers: no cycle, no arrow running back up. ``from shiftbounds import x``
+    counts as importing ``x``."""
+    rank = {u: i for i, layer in enumerate(LAYERS) for u in layer}
+    pkg = ROOT / "shiftbounds"
+    for path in pkg.rglob("*.py"):
+        rel = path.relative_to(ROOT).with_suffix("")
+        if rel.parts == ("shiftbounds", "__init__"):
+            continue
+        unit = rel.parts[1]
+        assert unit in rank, f"{rel}: its unit {unit!r} is in no layer of LAYERS (and of the package docstring)"
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            targets = []
+            if isinstance(node, ast.ImportFrom) and node.module == "shiftbounds":
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("shiftbounds."):
+                targets = [_unit(node.module)]
+            elif isinstance(node, ast.Import):
+                targets = [_unit(a.name) for a in node.names if a.name.startswith("shiftbounds.")]
+            for t in targets:
+                if t != unit:
+                    assert rank[t] < rank[unit], f"{rel} ({unit}, layer {rank[unit] + 1}) imports {t} (layer {rank[t] + 1})"
+    doc = (pkg / "__init__.py").read_text()
+    for u in rank:
+        assert f"``shiftbounds.{u}``" in doc, f"the package docstring does not place {u}"
+
+
+def test_no_relative_or_function_level_package_imports():
+    """Imports of the package sit at module level, so a file's head shows its real dependencies
+    (heavy optional libraries such as transformers or TRL may still be imported on use)."""
+    for folder in ("shiftbounds", "experiments", "benchmarks", "paper_figures"):
+        for path in (ROOT / folder).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text())):
+                if isinstance(node, ast.ImportFrom) and (node.level or (node.col_offset and (node.module or "").startswith("shiftbounds"))):
+                    raise AssertionError(f"{path.relative_to(ROOT)}:{node.lineno} imports the package inside a function or relatively")
 
 
 def test_dialogue_views_do_not_import_each_other():

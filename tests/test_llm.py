@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from shiftbounds.llm.gsm8k import METHODS, NoisyTeacher, extract_final, load_gsm8k, on_policy_loss
-from shiftbounds.llm.models import ByteTokenizer, TinyLM, load_causal_lm, resolve_device
-from shiftbounds.llm.sampling import sample_batch
-from shiftbounds.llm.taskmaster import (
+from benchmarks.reference import ByteTokenizer, TinyLM, load_causal_lm, per_example_nll, span_nll
+from shiftbounds.conversations.classifiers import make_batch
+from shiftbounds.conversations.sampling import sample_batch
+from shiftbounds.conversations.taskmaster import (
     OrderItem,
     default_data_dir,
     load_reward_labels,
@@ -21,7 +21,8 @@ from shiftbounds.llm.taskmaster import (
     parse_orders,
     split_by_dialogue,
 )
-from shiftbounds.llm.training import make_batch, per_example_nll, span_nll
+from shiftbounds.distill.gsm8k import METHODS, NoisyTeacher, extract_final, load_gsm8k, on_policy_loss
+from shiftbounds.utils.device import resolve_device
 from shiftbounds.utils.stats import roc_auc
 
 DATA = default_data_dir()
@@ -70,7 +71,7 @@ def test_byte_tokenizer_roundtrip_and_specials():
 
 
 def test_models_device_and_bad_path(tmp_path):
-    assert resolve_device("cpu") == (torch.device("cpu"), torch.float32)
+    assert resolve_device("cpu") == torch.device("cpu")
     with pytest.raises(ValueError, match="holds no transformers model"):
         load_causal_lm(tmp_path)
     with pytest.raises(ValueError, match="family must be"):
@@ -195,7 +196,7 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
 
 @pytest.mark.parametrize("family", ["gpt2", "llama"])
 def test_last_only_prefill_keeps_the_last_logits_and_the_cache(family):
-    from shiftbounds.llm.models import forward_with_cache
+    from shiftbounds.conversations.sampling import forward_with_cache
 
     model, _, _ = load_causal_lm(None, TinyLM(family, 32, 2, 4, 64), seed=3)
     model.eval()

@@ -1,4 +1,4 @@
-"""The device-memory estimate (shiftbounds.llm.memory): its exact parts against real tensors."""
+"""The device-memory estimate (shiftbounds.utils.memory): its exact parts against real tensors."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from shiftbounds.llm.memory import GIB, ModelShape, Stage, estimate, format_estimate, model_shape, stage_bytes
+from shiftbounds.utils.memory import GIB, ModelShape, Stage, estimate, format_estimate, model_shape, stage_bytes
 
 GQA = dict(vocab_size=300, hidden_size=64, intermediate_size=128, num_hidden_layers=3, num_attention_heads=4,
            num_key_value_heads=2)

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
+from benchmarks.reference import TinyLM, load_causal_lm, roll_out_batch
+from shiftbounds.conversations.classifiers import RewardModel, classifier_scores, fit_classifier
+from shiftbounds.conversations.rule_user import RuleUser, is_acceptance
+from shiftbounds.conversations.sampling import left_pad, sample_batch
+from shiftbounds.conversations.taskmaster import ROLE_TOKENS, OrderItem, default_data_dir, load_tm4, order_success, parse_orders
 from shiftbounds.conversations.tasks import names_whole_goal
-from shiftbounds.llm.dialogue import RuleUser, is_acceptance, roll_out_batch
-from shiftbounds.llm.models import TinyLM, load_causal_lm
-from shiftbounds.llm.sampling import left_pad, sample_batch
-from shiftbounds.llm.taskmaster import ROLE_TOKENS, OrderItem, default_data_dir, load_tm4, order_success, parse_orders
-from shiftbounds.llm.training import RewardModel, classifier_scores, fit_classifier
 
 needs_data = pytest.mark.skipif(not (default_data_dir() / "taskmaster4").exists(), reason="shared data not present")
 

@@ -79,7 +79,7 @@ def test_discriminator_separates_a_wrong_simulator_and_not_the_exact_one(synthet
 
 
 def test_taskmaster4_probes_and_the_rule_users_rates():
-    from shiftbounds.llm.taskmaster import load_tm4
+    from shiftbounds.conversations.taskmaster import load_tm4
 
     convs = from_taskmaster4(load_tm4(None, 150))
     builder = Taskmaster4Probes()

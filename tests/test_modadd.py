@@ -154,8 +154,9 @@ def test_smoke_entry_point_runs_and_resumes(tmp_path, capsys):
     cells = {(r["m"], r["eta"], r["teacher_signal"], r["warm_start"]) for r in res["rows"]}
     assert cells == {(m, e, s, w) for m in (3, 4) for e in (0.0, 0.2) for s in ("sampled", "full") for w in (0, 5)}
     assert {p["difference"] for p in res["paired"]} == {"nail-F - bc"} and len(res["paired"]) == 2 * len(cells)
-    for name in ("results.md", "runs.csv", "paired.csv", "results.json", "modadd.png", "modadd.pdf"):
+    for name in ("results.md", "runs.csv", "paired.csv", "solves.csv", "mcnemar.csv", "results.json", "modadd.png", "modadd.pdf"):
         assert (out / name).exists()
+    assert len(res["solves"]) == len(res["rows"]) and {t["difference"] for t in res["mcnemar"]} == {"nail-F - bc"}
     assert len(list((out / "runs").glob("warm_*.pt"))) == 2 * 2 * 2 * 2  # one warm start per (m, eta, signal, seed)
     assert all(t["consistent_accuracy"] > 0.15 for t in res["teachers"])  # 40 steps only: above chance (1/7)
     again = exp.run(exp.parse_config(exp.ModAddConfig, "", exp.PRESETS, ["--preset", "smoke", "--out-dir", str(out)], name="experiments.modadd"))
@@ -165,3 +166,22 @@ def test_smoke_entry_point_runs_and_resumes(tmp_path, capsys):
     assert all(p["holm verdict"] in (p["verdict"], "not significant") for p in res["paired"])
     with pytest.raises(SystemExit):
         exp.main(["--law", "sticky"])
+
+
+def test_solve_tables_count_solves_and_test_them_exactly():
+    """GIVEN 10 seeds on which NAIL-F solves every time, OPD-F on the even seeds and BC never WHEN the
+    solve tables are built THEN the rates carry Clopper-Pearson intervals, the three differences get
+    McNemar's exact p (2 / 2^10 for NAIL-F - BC, 2 / 2^5 for the others) and only NAIL-F > BC survives
+    Holm over the three."""
+    cfg = exp.ModAddConfig(m=(31,), etas=(0.2,), methods=("bc", "opd-F", "nail-F"), seeds=10, solve_threshold=0.9)
+    cell = {"m": 31, "eta": 0.2, "teacher_signal": "full", "warm_start": 100}
+    exact = {"nail-F": lambda k: 1.0, "opd-F": lambda k: 0.95 if k % 2 == 0 else 0.5, "bc": lambda k: 0.89}
+    runs = [{**cell, "method": m, "seed": k, "chain_exact": f(k)} for m, f in exact.items() for k in range(10)]
+    solves, tests = exp.solve_tables(cfg, runs)
+    rate = {r["method"]: r for r in solves}
+    assert (rate["nail-F"]["solved"], rate["opd-F"]["solved"], rate["bc"]["solved"]) == (10, 5, 0)
+    assert rate["nail-F"]["ci"] == "[0.692, 1.000]" and rate["bc"]["ci"] == "[0.000, 0.308]"
+    by = {t["difference"]: t for t in tests}
+    assert by["nail-F - bc"]["p"] == pytest.approx(2 / 2**10) and by["nail-F - bc"]["holm verdict"] == "nail-F > bc"
+    assert by["nail-F - opd-F"]["p"] == pytest.approx(2 / 2**5) and by["nail-F - opd-F"]["holm verdict"] == "not significant"
+    assert by["opd-F - bc"]["p"] == pytest.approx(2 / 2**5) and by["opd-F - bc"]["holm verdict"] == "not significant"

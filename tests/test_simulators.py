@@ -160,3 +160,48 @@ def test_logged_opening_user_opens_with_the_log_then_defers(synthetic):
     assert respond_all([a, b], [[], later]) == [("one latte please", False), ("no!", False)]
     with pytest.raises(ValueError, match="needs a goal with an 'opening'"):
         user.reset("3")
+
+
+def test_a_new_wrapper_batches_through_its_own_methods(synthetic, monkeypatch):
+    """GIVEN a wrapper the batcher has never heard of, which implements ``batched`` and ``finish``
+    (it shouts its inner LM user's reply) WHEN three of them and two plain LM users answer in one
+    ``respond_all`` call THEN all five are sampled in one batched call, each reply equals what that
+    simulator answers alone with the same seed, and the wrapper's rule is applied."""
+    from shiftbounds.conversations import simulators
+    from shiftbounds.conversations.simulators import respond_all
+
+    calls = []
+    real = simulators.sample_batch
+    monkeypatch.setattr(simulators, "sample_batch", lambda model, prompts, *a, **kw: calls.append(len(prompts)) or real(model, prompts, *a, **kw))
+
+    class Shouting:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def reset(self, goal, *, seed=None):
+            self.inner.reset(goal, seed=seed)
+
+        def respond(self, messages):
+            return self.finish(messages, self.inner.respond(messages))
+
+        def batched(self, messages):
+            return self.inner.batched(messages)
+
+        def finish(self, messages, answer):
+            return answer[0].upper() + "!", answer[1]
+
+    prep, convs, base = synthetic
+    model, tok = load_chat_model(base)
+    lm = LMUser(model, tok, max_new_tokens=4)
+    history = [{"role": "assistant", "content": "what would you like?"}]
+
+    def make(k):
+        sim = Shouting(lm.clone()) if k < 3 else lm.clone()
+        sim.reset("a latte", seed=k)
+        return sim
+
+    together = respond_all([make(k) for k in range(5)], [history] * 5)
+    assert calls == [5]
+    alone = [make(k).respond(history) for k in range(5)]
+    assert together == alone
+    assert all(r.endswith("!") and r[:-1] == r[:-1].upper() for r, _ in together[:3])

@@ -21,8 +21,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from shiftbounds.conversations.models import load_chat_model, save_chat_model
 from shiftbounds.conversations.records import Conversation
+from shiftbounds.conversations.rollouts import agent_prompt
 from shiftbounds.conversations.simulators import PERSONA, goal_text, simulator_view
+from shiftbounds.utils.progress import attach_progress
 
 GOAL_HEADER = "The user's goal: {goal}."
 """The system message that leads a goal-annotated pretraining conversation (:func:`dialogue_examples`);
@@ -78,8 +81,6 @@ def agent_turn_examples(convs: Sequence[Conversation], system: str) -> list[dict
     (:func:`~shiftbounds.conversations.rollouts.agent_prompt`) and the history before the turn, then
     the turn; tool messages must first be folded into the agent's turns
     (:func:`~shiftbounds.conversations.records.fold_tool_calls`)."""
-    from shiftbounds.conversations.rollouts import agent_prompt
-
     out = []
     for c in convs:
         msgs = [m.as_dict() for m in c.messages]
@@ -113,7 +114,6 @@ def sft_trainer(examples: list[dict[str, Any]], model, tokenizer, cfg: TrainingC
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-    from shiftbounds.utils.progress import attach_progress
 
     args = SFTConfig(output_dir=str(output_dir), max_steps=cfg.steps, per_device_train_batch_size=cfg.batch,
                      learning_rate=cfg.lr, max_length=cfg.max_length, completion_only_loss=True, seed=cfg.seed,
@@ -129,7 +129,6 @@ def train_sft(examples: list[dict[str, Any]], base: str | Path, out_dir: str | P
     ``metadata`` (plus the training loss, settings and TRL version)."""
     import trl
 
-    from shiftbounds.conversations.models import load_chat_model, save_chat_model
 
     model, tok = load_chat_model(base)
     model.train()

@@ -24,12 +24,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from shiftbounds.conversations.models import chat_ids, model_positions
+from shiftbounds.conversations.classifiers import RewardModel, classifier_scores, fit_classifier
+from shiftbounds.conversations.models import chat_ids, load_chat_model, model_positions
 from shiftbounds.conversations.records import Conversation
 from shiftbounds.conversations.simulators import PERSONA, UserSimulator, respond_all, simulator_view
 from shiftbounds.conversations.tasks import Judge, Probe, ProbeBuilder, ProbeSet
 from shiftbounds.losses import token_log_probs
-from shiftbounds.utils.seeding import derive_seed, numpy_rng
+from shiftbounds.utils.seeding import derive_seed, numpy_rng, torch_init_seed
 from shiftbounds.utils.stats import auc_ci, mean_ci, proportion_ci, roc_auc
 
 TURN_EDGES = (0, 2, 4, 8)
@@ -166,10 +167,6 @@ def discriminator_auc_by_turn(simulator: UserSimulator, classifier: str, train: 
             classifier: a linear head on the last token's hidden state).
         max_turns: at most this many user turns from each split (drawn with ``seed``; ``None``: all).
     """
-    from shiftbounds.conversations.models import load_chat_model
-    from shiftbounds.llm.training import RewardModel, classifier_scores, fit_classifier
-    from shiftbounds.utils.seeding import torch_init_seed
-
     rng = numpy_rng(seed, "discriminator")
 
     def pick(convs):

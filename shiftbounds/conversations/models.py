@@ -8,10 +8,14 @@ with ``save_pretrained`` so that every stage loads it like any other model.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable
 from pathlib import Path
 
 import torch
+
+from shiftbounds.utils.io import atomic_write_text
+from shiftbounds.utils.seeding import torch_init_seed
 
 ROLE_MARKERS = ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|pad|>")
 CHAT_TEMPLATE = (
@@ -30,7 +34,6 @@ def build_tiny_chat_model(folder: str | Path, texts: Iterable[str], *, vocab_siz
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-    from shiftbounds.utils.seeding import torch_init_seed
 
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -55,10 +58,6 @@ def build_tiny_chat_model(folder: str | Path, texts: Iterable[str], *, vocab_siz
 def save_chat_model(model, tokenizer, folder: str | Path, metadata: dict) -> Path:
     """Save a simulator or an agent: ``save_pretrained`` model and tokenizer, and ``metadata`` as
     ``shiftbounds.json`` (written last: a folder with it is complete)."""
-    import json
-
-    from shiftbounds.utils.io import atomic_write_text
-
     folder = Path(folder)
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
@@ -99,3 +98,10 @@ def load_chat_model(name_or_path: str | Path, *, device: str | torch.device = "c
         tok.pad_token = tok.eos_token
     model = AutoModelForCausalLM.from_pretrained(str(name_or_path), dtype=torch.float32).to(device)
     return model.eval(), tok
+
+
+def check_model_folder(path: str, option: str) -> None:
+    """Raise ``ValueError`` naming ``option`` unless ``path`` is empty (a tiny model from a config)
+    or a folder holding a ``transformers`` model's ``config.json``."""
+    if path and not (Path(path) / "config.json").exists():
+        raise ValueError(f"{option} must be a local model folder holding config.json (or empty for a tiny model); got {path!r}")

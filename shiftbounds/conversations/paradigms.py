@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from shiftbounds.conversations.models import load_chat_model, save_chat_model
 from shiftbounds.conversations.records import Conversation
 from shiftbounds.conversations.rollouts import (
     Judge,
@@ -38,6 +41,7 @@ from shiftbounds.conversations.rollouts import (
     static_reward_func,
 )
 from shiftbounds.conversations.simulators import UserSimulator
+from shiftbounds.utils.progress import attach_progress
 from shiftbounds.utils.seeding import derive_seed
 from shiftbounds.utils.stats import mean_ci
 
@@ -98,8 +102,6 @@ def resolve_system(system: str | None, agent: str | Path | None) -> str:
     """The system prompt to use with ``agent``: the one given, else the agent's own
     (:func:`agent_system`), else :data:`SYSTEM`. A given prompt that differs from the agent's own
     warns: an agent met with another prompt than it was trained with is not the same agent."""
-    import warnings
-
     own = agent_system(agent)
     if system is None:
         return own or SYSTEM
@@ -136,8 +138,6 @@ def paradigm_trainer(paradigm: str, agent: str | Path, convs: Sequence[Conversat
     from datasets import Dataset
     from trl import GRPOTrainer
 
-    from shiftbounds.conversations.models import load_chat_model
-    from shiftbounds.utils.progress import attach_progress
 
     if paradigm not in PARADIGMS:
         raise ValueError(f"paradigm must be one of {PARADIGMS}; got {paradigm!r}")
@@ -186,12 +186,8 @@ def train_paradigm(paradigm: str, agent: str | Path, convs: Sequence[Conversatio
     ``out_dir``. A run that learned nothing — no group with reward variance at any step, or weights
     that did not move — warns (``RuntimeWarning``) and says so in ``shiftbounds.json``
     (``training_signal.no_op``)."""
-    import tempfile
-    import warnings
-
     import trl
 
-    from shiftbounds.conversations.models import save_chat_model
 
     with tempfile.TemporaryDirectory() as tmp:
         trainer = paradigm_trainer(paradigm, agent, convs, judge, cfg, tmp, simulator_factory)

@@ -19,11 +19,15 @@ turn, a ``null`` goal) are kept and counted in one ``UserWarning`` (:func:`irreg
 from __future__ import annotations
 
 import json
+import re
+import warnings
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shiftbounds.conversations.taskmaster import goal_text
+from shiftbounds.dialogue.tasks import user_acts
 from shiftbounds.utils.io import atomic_write_text, jsonl_records
 
 ROLES = ("user", "assistant", "tool")
@@ -119,8 +123,6 @@ def irregularities(convs: list[Conversation]) -> dict[str, list[str]]:
 
 def _warn_irregular(convs: list[Conversation], source: str) -> None:
     """One ``UserWarning`` counting :func:`irregularities` (with up to three ids of each kind)."""
-    import warnings
-
     found = {k: ids for k, ids in irregularities(convs).items() if ids}
     if found:
         parts = "; ".join(f"{k}: {len(ids)} ({', '.join(map(repr, ids[:3]))}{', ...' if len(ids) > 3 else ''})"
@@ -217,12 +219,10 @@ def fold_tool_calls(conv: Conversation) -> Conversation:
 
 # ------------------------------------------------------------------------------------- converters
 def from_taskmaster4(dialogues) -> list[Conversation]:
-    """Taskmaster-4 dialogues (:func:`shiftbounds.llm.taskmaster.load_tm4`) as conversations: the
+    """Taskmaster-4 dialogues (:func:`shiftbounds.conversations.taskmaster.load_tm4`) as conversations: the
     goal is the order (``{"order": [{"item", "quantity", "options"}], "text": "1 latte (iced)"}``:
     the structure the judge reads and the description a simulator's persona shows), agent turns
     become ``assistant`` messages and each API call a ``tool`` message after its turn."""
-    from shiftbounds.llm.taskmaster import goal_text
-
     out = []
     for d in dialogues:
         msgs = []
@@ -236,11 +236,9 @@ def from_taskmaster4(dialogues) -> list[Conversation]:
 
 
 def from_taskmaster3(examples) -> list[Conversation]:
-    """Taskmaster-3 reward contexts (:func:`shiftbounds.llm.taskmaster.load_reward_labels` with
+    """Taskmaster-3 reward contexts (:func:`shiftbounds.conversations.taskmaster.load_reward_labels` with
     ``"taskmaster3"``) as conversations. Taskmaster-3 ships no structured goal, so the goal is
     ``null``; the messages are the context's turns (``<agent>``, ``<user>``, ``<api>``)."""
-    import re
-
     roles = {"<agent>": "assistant", "<user>": "user", "<api>": "tool"}
     out = []
     for i, ex in enumerate(examples):
@@ -255,8 +253,6 @@ def from_hidden_goal(task, dialogues) -> list[Conversation]:
     """Logged dialogues of a synthetic hidden-goal task (:mod:`shiftbounds.dialogue.logs`) rendered as
     text: the goal is the goal's name, the agent's acts ``assistant`` messages (``"ask:>=2"``,
     ``"propose:3"``) and the user's acts ``user`` messages (``"yes"``, ``"quit"`` ...)."""
-    from shiftbounds.dialogue.tasks import user_acts
-
     names_a, names_u = task.agent_acts, user_acts(task)
     out = []
     for i, d in enumerate(dialogues):

@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from shiftbounds.conversations.models import chat_ids
+from shiftbounds.conversations.sampling import sample_batch
 from shiftbounds.conversations.simulators import UserSimulator, respond_all
 from shiftbounds.conversations.tasks import Judge
 from shiftbounds.utils.seeding import derive_seed, torch_generator
@@ -63,8 +64,6 @@ def rollout_dialogues(model, tokenizer, prompts: Sequence[list[dict]], goals: Se
     ``seeds[i]`` only (its own generators), so it is the same whatever else is in the batch.
     ``user_first``: the simulator opens the dialogue (as customers do on Taskmaster-4); its opening
     is part of the agent's prompt, not of the completion."""
-    from shiftbounds.llm.sampling import sample_batch
-
     n = len(prompts)
     if not len(goals) == len(simulators) == len(seeds) == n:
         raise ValueError(f"need as many goals, simulators and seeds as prompts ({n}); got {len(goals)}, {len(simulators)}, {len(seeds)}")

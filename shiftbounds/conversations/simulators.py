@@ -14,7 +14,7 @@ the start of a dialogue, then ``respond(messages) -> (reply, done)`` after every
   memory, sycophancy knobs included) on the tasks' text rendering: exact reply laws, for tests and
   for checking the text path against the exact engine.
 * :class:`OrderingUser` — the rule-based sycophantic Taskmaster-4 customer
-  (:class:`shiftbounds.llm.dialogue.RuleUser`) behind the protocol.
+  (:class:`shiftbounds.conversations.rule_user.RuleUser`) behind the protocol.
 """
 
 from __future__ import annotations
@@ -27,6 +27,11 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from shiftbounds.conversations.models import METADATA, chat_ids, load_chat_model
+from shiftbounds.conversations.rule_user import RuleUser
+from shiftbounds.conversations.sampling import sample_batch
+from shiftbounds.conversations.tasks import order_items, placed_orders
+from shiftbounds.dialogue.tasks import CLARIFY, ENDING_ACTS, user_acts
 from shiftbounds.utils.seeding import numpy_rng, torch_generator
 
 PERSONA = ("You are a user talking to an assistant. Your goal: {goal}. Reply briefly, as the user would, "
@@ -94,8 +99,6 @@ class LMUser:
     def from_pretrained(cls, name_or_path: str | Path, **kw) -> LMUser:
         """Load a simulator from a Hub id or a folder; a folder written by
         :func:`~shiftbounds.conversations.calibration.calibrate` supplies its persona and name."""
-        from shiftbounds.conversations.models import METADATA, load_chat_model
-
         model, tok = load_chat_model(name_or_path)
         meta_path = Path(name_or_path) / METADATA
         meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
@@ -110,7 +113,6 @@ class LMUser:
         """The token ids the model reads before its reply; a history too long for the model's
         positions (less the reply's) loses its oldest turns, never the persona and goal."""
         view = simulator_view(messages, self.goal, self.persona)
-        from shiftbounds.conversations.models import chat_ids
 
         ids = chat_ids(self.tokenizer, view, True)
         config = self.model.config
@@ -130,31 +132,41 @@ class LMUser:
     def respond(self, messages: list[dict]) -> tuple[str, bool]:
         return respond_all([self], [messages])[0]
 
-    def _batch_key(self) -> tuple:
+    def batched(self, messages: list[dict]) -> LMUser:
+        """The LM user whose sampled reply answers ``messages``: this one (see :func:`respond_all`)."""
+        return self
+
+    def finish(self, messages: list[dict], answer: tuple[str, bool]) -> tuple[str, bool]:
+        """The reply to ``messages`` from the batched ``answer``: unchanged."""
+        return answer
+
+    def batch_key(self) -> tuple:
+        """Users with equal keys sample their replies in one batch."""
         return (id(self.model), self.max_new_tokens, self.temperature)
 
-
-def _batched_inner(sim, history: list[dict]):
-    """The simulator whose LM reply ``sim`` passes on (a wrapper's inner LM user), else ``sim``."""
-    if isinstance(sim, LoggedOpeningUser):
-        return sim if not history else _batched_inner(sim.inner, history)
-    return _batched_inner(sim.inner, history) if isinstance(sim, CorrectedUser) else sim
+    def answer(self, messages: list[dict], reply: str) -> tuple[str, bool]:
+        """``(reply, done)`` for a sampled ``reply``."""
+        return reply, self.done_marker in reply or (self.stop is not None and self.stop(reply, messages))
 
 
 def respond_all(simulators: Sequence[UserSimulator], histories: Sequence[list[dict]]) -> list[tuple[str, bool]]:
     """Every simulator's ``respond`` to its own history, with :class:`LMUser` replies that share a
     model sampled in one batch. Each reply's draws come from its simulator's (seed, call index), so
-    a reply does not depend on the rest of the batch."""
-    from shiftbounds.llm.sampling import sample_batch
+    a reply does not depend on the rest of the batch.
 
+    A simulator takes part in a batch through two methods it implements: ``batched(messages)``
+    returns the :class:`LMUser` whose sampled reply answers this turn (or ``None``: the simulator
+    answers with ``respond``), and ``finish(messages, answer)`` turns that user's ``(reply, done)``
+    into its own (a wrapper applies its rule there). A simulator without ``batched`` answers with
+    ``respond``."""
     out: list[tuple[str, bool] | None] = [None] * len(simulators)
     groups: dict[tuple, list[int]] = {}
-    inners = [_batched_inner(sim, h) for sim, h in zip(simulators, histories)]
-    for i, sim in enumerate(inners):
-        if isinstance(sim, LMUser):
-            groups.setdefault(sim._batch_key(), []).append(i)
-        else:
+    inners = [sim.batched(h) if hasattr(sim, "batched") else None for sim, h in zip(simulators, histories)]
+    for i, lm in enumerate(inners):
+        if lm is None:
             out[i] = simulators[i].respond(histories[i])
+        else:
+            groups.setdefault(lm.batch_key(), []).append(i)
     for idx in groups.values():
         users = [inners[i] for i in idx]
         u0 = users[0]
@@ -164,11 +176,7 @@ def respond_all(simulators: Sequence[UserSimulator], histories: Sequence[list[di
                             generator=[torch_generator(u._seed, "reply", u._calls) for u in users])
         for u, i, row in zip(users, idx, rows):
             u._calls += 1
-            reply = tok.decode(row, skip_special_tokens=True).strip()
-            out[i] = (reply, u.done_marker in reply or (u.stop is not None and u.stop(reply, histories[i])))
-            outer = simulators[i].inner if isinstance(simulators[i], LoggedOpeningUser) else simulators[i]
-            if isinstance(outer, CorrectedUser):
-                out[i] = outer.correct(histories[i], out[i])
+            out[i] = simulators[i].finish(histories[i], u.answer(histories[i], tok.decode(row, skip_special_tokens=True).strip()))
     return out
 
 
@@ -182,7 +190,6 @@ class HiddenGoalUser:
     and left out of the user's memory, unless ``strict``, where it is an error."""
 
     def __init__(self, task, model, *, strict: bool = False) -> None:
-        from shiftbounds.dialogue.tasks import ENDING_ACTS, user_acts
 
         self.task, self.model, self.strict = task, model, strict
         self._acts, self._ending = user_acts(task), ENDING_ACTS
@@ -201,8 +208,6 @@ class HiddenGoalUser:
 
     def reply_law(self, messages: list[dict]) -> np.ndarray:
         """``P(user act | history)`` after the last agent message."""
-        from shiftbounds.dialogue.tasks import CLARIFY
-
         history, action = [], None
         if not messages or messages[-1]["role"] != "assistant":
             raise ValueError("the last message must be the agent's")
@@ -231,7 +236,6 @@ class OrderingUser:
     ``{"order": [{"item", "quantity", "options"}]}``, and an accepted order ends the dialogue."""
 
     def __init__(self, accept_wrong: float = 0.3, leak: float = 0.2) -> None:
-        from shiftbounds.llm.dialogue import RuleUser
 
         self.rule = RuleUser(accept_wrong, leak)
         self.goal, self._rng = (), numpy_rng(0)
@@ -241,13 +245,11 @@ class OrderingUser:
         return OrderingUser(self.rule.accept_wrong, self.rule.leak)
 
     def reset(self, goal: Any, *, seed: int | None = None) -> None:
-        from shiftbounds.conversations.tasks import order_items
 
         self.goal = order_items(goal)
         self._rng = numpy_rng(0 if seed is None else seed, "ordering_user")
 
     def respond(self, messages: list[dict]) -> tuple[str, bool]:
-        from shiftbounds.conversations.tasks import placed_orders
 
         turn = sum(m["role"] == "user" for m in messages)
         reply = self.rule.reply_to_orders(self.goal, placed_orders(messages), turn, rng=self._rng)
@@ -277,6 +279,12 @@ class CorrectedUser:
 
     def respond(self, messages: list[dict]) -> tuple[str, bool]:
         return self.correct(messages, self.inner.respond(messages))
+
+    def batched(self, messages: list[dict]) -> LMUser | None:
+        return self.inner.batched(messages) if hasattr(self.inner, "batched") else None
+
+    def finish(self, messages: list[dict], answer: tuple[str, bool]) -> tuple[str, bool]:
+        return self.correct(messages, self.inner.finish(messages, answer))
 
     def correct(self, messages: list[dict], answer: tuple[str, bool]) -> tuple[str, bool]:
         """The rule applied to the inner simulator's ``(reply, done)``."""
@@ -308,3 +316,9 @@ class LoggedOpeningUser:
         if not messages:
             return self.goal["opening"], False
         return self.inner.respond(messages)
+
+    def batched(self, messages: list[dict]) -> LMUser | None:
+        return self.inner.batched(messages) if messages and hasattr(self.inner, "batched") else None
+
+    def finish(self, messages: list[dict], answer: tuple[str, bool]) -> tuple[str, bool]:
+        return self.inner.finish(messages, answer)

@@ -19,7 +19,18 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from shiftbounds.conversations.records import Conversation
+from shiftbounds.conversations.records import Conversation, Message, fold_tool_calls, from_taskmaster3, from_taskmaster4
+from shiftbounds.conversations.rule_user import is_acceptance
+from shiftbounds.conversations.taskmaster import (
+    OrderItem,
+    goal_text,
+    load_reward_labels,
+    load_tm4,
+    order_item,
+    order_success,
+    parse_orders,
+    split_by_dialogue,
+)
 
 Judge = Callable[[Any, list[dict]], float]
 """``judge(goal, messages) -> float``: the task's reward of a finished dialogue."""
@@ -79,17 +90,13 @@ def hidden_goal_judge(task) -> Judge:
 
 # ------------------------------------------------------------------------------- Taskmaster-4
 def order_items(goal: Any) -> tuple:
-    """A Taskmaster-4 goal's order as :class:`~shiftbounds.llm.taskmaster.OrderItem` s."""
-    from shiftbounds.llm.taskmaster import OrderItem
-
+    """A Taskmaster-4 goal's order as :class:`~shiftbounds.conversations.taskmaster.OrderItem` s."""
     return tuple(OrderItem(g["item"], int(g.get("quantity", 1)), tuple(g.get("options", ()))) for g in goal["order"])
 
 
 def placed_orders(messages: list[dict]) -> list:
     """The orders placed in a dialogue: ``add_order_item`` calls in tool messages (logged, JSON
     ``{"add_order_item": {...}}``) and written in the agent's text (``add_order_item {...}``)."""
-    from shiftbounds.llm.taskmaster import order_item, parse_orders
-
     out = []
     for m in messages:
         if m["role"] == "tool":
@@ -107,8 +114,6 @@ def placed_orders(messages: list[dict]) -> list:
 def taskmaster4_judge(goal: Any, messages: list[dict]) -> float:
     """Taskmaster-4 goal success: 1 when the dialogue's ``add_order_item`` calls order exactly the
     goal's drinks (item, quantity and options, as a multiset), else 0."""
-    from shiftbounds.llm.taskmaster import order_success
-
     return order_success(order_items(goal), placed_orders(messages))
 
 
@@ -129,15 +134,11 @@ def taskmaster4_placed(messages: list[dict]) -> bool:
 
 def taskmaster4_stop(reply: str, messages: list[dict]) -> bool:
     """A Taskmaster-4 dialogue ends when the customer accepts after an order has been placed."""
-    from shiftbounds.llm.dialogue import is_acceptance
-
     return taskmaster4_placed(messages) and is_acceptance(reply)
 
 
 def taskmaster4_correction(goal: Any) -> str:
     """What a customer says to a wrong order: the rule of the corrected evaluation user."""
-    from shiftbounds.llm.taskmaster import goal_text
-
     return f"no, that's wrong. I wanted {goal_text(order_items(goal))}"
 
 
@@ -147,9 +148,6 @@ def load_taskmaster(data_dir: str | None, n_tm4: int | None, n_tm3: int | None, 
     ``{"tm4": (train, calibration, held_out), "tm3": (train, calibration, held_out), "tm4_raw":
     {id: record with tool messages}}``. Taskmaster-3 has no structured goal (``null``) and comes from
     its reward-label contexts, keeping the longest context of each dialogue."""
-    from shiftbounds.conversations.records import fold_tool_calls, from_taskmaster3, from_taskmaster4
-    from shiftbounds.llm.taskmaster import load_reward_labels, load_tm4, split_by_dialogue
-
     raw = from_taskmaster4(load_tm4(data_dir, n_tm4))
     longest: dict[str, Any] = {}
     for ex in load_reward_labels("taskmaster3", data_dir, None):
@@ -173,7 +171,7 @@ class Taskmaster4Probes:
     With ``fold=True`` the probes' API calls are folded into the agent's turns, as in conversations
     passed through :func:`~shiftbounds.conversations.records.fold_tool_calls`.
 
-    Replies are read with :func:`shiftbounds.llm.dialogue.is_acceptance` and
+    Replies are read with :func:`shiftbounds.conversations.rule_user.is_acceptance` and
     :func:`names_whole_goal`.
     """
 
@@ -183,7 +181,6 @@ class Taskmaster4Probes:
         self.fold = fold  # fold the API calls into the agent's turns, as simulators trained on folded logs read them
 
     def build(self, convs: list[Conversation], *, rng: np.random.Generator) -> ProbeSet:
-        from shiftbounds.llm.taskmaster import goal_text
 
         right, wrong, disclosure = [], [], []
         for c in convs:
@@ -211,7 +208,6 @@ class Taskmaster4Probes:
                 shown = {**msgs[i], "content": msgs[i]["content"] + self.SHOWN.format(order=goal_text(order))}
                 out.append(Probe(c.goal, tuple(history) + (shown,), human))
         if self.fold:
-            from shiftbounds.conversations.records import Conversation, Message, fold_tool_calls
 
             def fold(p: Probe) -> Probe:
                 msgs = fold_tool_calls(Conversation("probe", p.goal, tuple(Message(**m) for m in p.messages))).messages
@@ -231,7 +227,6 @@ class Taskmaster4Probes:
         return None
 
     def accepts(self, reply: str) -> bool:
-        from shiftbounds.llm.dialogue import is_acceptance
 
         return is_acceptance(reply)
 

@@ -9,11 +9,13 @@ learned positions, tied input/output embeddings; attention through
 from __future__ import annotations
 
 import pickle
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+from shiftbounds.utils.io import atomic_torch_save
 
 
 @dataclass(frozen=True)
@@ -147,10 +149,6 @@ def empty_cache(model: Transformer) -> KVCache:
 
 def save_model(model: Transformer, path) -> None:
     """Save config and weights together (atomically)."""
-    from dataclasses import asdict
-
-    from ..utils.io import atomic_torch_save
-
     atomic_torch_save({"config": asdict(model.cfg), "state": model.state_dict()}, path)
 
 

@@ -27,6 +27,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+from shiftbounds.utils.io import StaleFolderError
+
 C = TypeVar("C")
 
 REQUIRED_PRESETS = ("smoke", "default")
@@ -54,8 +56,6 @@ def set_threads(n: int) -> int:
 def exit_on_stale(run, cfg):
     """``run(cfg)``, with a refused output folder (:class:`~shiftbounds.utils.io.StaleFolderError`)
     reported as a one-line error (exit status 1) instead of a traceback."""
-    from shiftbounds.utils.io import StaleFolderError
-
     try:
         return run(cfg)
     except StaleFolderError as exc:

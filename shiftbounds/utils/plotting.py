@@ -8,7 +8,7 @@ from pathlib import Path
 # notebook the inline backend stays active (forcing Agg here used to hide notebook figures).
 import matplotlib.pyplot as plt
 
-from .io import atomic_replace
+from shiftbounds.utils.io import atomic_replace
 
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINESTYLES = ("-", "--", "-.", ":")

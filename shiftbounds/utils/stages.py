@@ -11,6 +11,7 @@ and a recomputed one are interchangeable.
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -65,8 +66,6 @@ class StageCache:
         """The folder ``<name>/`` if it exists, else ``make(tmp)`` writing a model folder (a
         simulator, an agent) into a temporary sibling, which is then renamed to ``<name>/``: a
         folder under its final name is always complete."""
-        import shutil
-
         path = self.folder / name
         if path.is_dir():
             return path

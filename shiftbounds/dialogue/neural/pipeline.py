@@ -46,6 +46,7 @@ from shiftbounds.dialogue.prepare import PreparedTask, make_task, prepare_task, 
 from shiftbounds.dialogue.tasks import REAL_USERS, REWARD_SOURCES, TASKS, prompted_simulator
 from shiftbounds.nn.transformer import Transformer, load_model, save_model
 from shiftbounds.theory.bounds import compounding
+from shiftbounds.utils.device import resolve_device
 from shiftbounds.utils.io import read_json, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import numpy_rng, torch_generator, torch_init_seed
@@ -140,13 +141,6 @@ def comparisons(cfg: PipelineConfig) -> list[tuple[str, str]]:
     """The paired comparisons of one task: :data:`PAIRS` among the run's arms, then every arm against ``sft``."""
     present = arms(cfg)
     return [p for p in PAIRS if p[0] in present and p[1] in present] + [(a, "sft") for a in present]
-
-
-def resolve_device(name: str) -> torch.device:
-    """``cpu``, ``cuda``, or ``auto`` (CUDA when available); a missing GPU is an error naming the option."""
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda: no CUDA device is available here")
-    return torch.device("cuda" if name == "cuda" or (name == "auto" and torch.cuda.is_available()) else "cpu")
 
 
 @dataclass

@@ -13,8 +13,6 @@ from dataclasses import dataclass
 import torch
 import torch.nn as nn
 
-from shiftbounds.losses import nll, token_log_probs
-
 
 @dataclass(frozen=True)
 class SpanBatch:
@@ -51,20 +49,6 @@ def make_batch(tokenizer, pairs: list[tuple[str, str]], max_len: int) -> SpanBat
         att[i, : len(r)] = 1
         tm[i, : len(m)] = torch.tensor(m, dtype=torch.float)
     return SpanBatch(ids, att, tm)
-
-
-def span_nll(model, batch: SpanBatch, reduction: str = "token") -> torch.Tensor:
-    """NLL of the target tokens (:func:`shiftbounds.losses.nll` with the target mask)."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits[:, :-1]
-    return nll(logits.float(), batch.input_ids[:, 1:], batch.target_mask, reduction)
-
-
-@torch.no_grad()
-def per_example_nll(model, batch: SpanBatch) -> torch.Tensor:
-    """Mean NLL per target token for each example, ``[B]``."""
-    logits = model(input_ids=batch.input_ids, attention_mask=batch.attention_mask).logits
-    logp = token_log_probs(logits, batch.input_ids, shift=True)
-    return -(logp * batch.target_mask).sum(1) / batch.target_mask.sum(1).clamp_min(1)
 
 
 class RewardModel(nn.Module):

@@ -9,7 +9,7 @@ The noisy teacher is the teacher's next-token law made noisy either by a samplin
 uniform law over the vocabulary. Students (:data:`METHODS`): LogLossBC on teacher samples (TRL's
 ``SFTTrainer``); OPD-F/R on the student's own samples at temperature 1 and NAIL-F/R/Mixed on the
 student's greedy prefixes, with the noised-student loss when the noise is an ``eta`` mixture (TRL's
-``DistillationTrainer`` with :func:`on_policy_loss`, :mod:`shiftbounds.llm.distillation`).
+``DistillationTrainer`` with :func:`on_policy_loss`, :mod:`shiftbounds.distill.trainers`).
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from pathlib import Path
 
 import torch
 
-from shiftbounds.llm.sampling import sample_batch
-from shiftbounds.llm.taskmaster import default_data_dir
+from shiftbounds.conversations.models import chat_ids
+from shiftbounds.conversations.sampling import sample_batch
+from shiftbounds.conversations.taskmaster import default_data_dir
 from shiftbounds.losses import distillation_loss, log_probs, noised_log_probs
 
 METHODS = ("bc", "opd-F", "opd-R", "nail-F", "nail-R", "nail-Mixed")
@@ -104,14 +105,12 @@ def on_policy_loss(method: str, student_logits: torch.Tensor, teacher_logits: to
 
 def prompt_ids(tokenizer, problems: list[Problem]) -> list[list[int]]:
     """Each problem's chat-templated prompt, ready for the assistant's answer."""
-    from shiftbounds.conversations.models import chat_ids
-
     return [chat_ids(tokenizer, prompt_messages(p), True) for p in problems]
 
 
 def sample_completions(model, tokenizer, problems: list[Problem], max_new: int, *, temperature: float,
                        teacher_noise: NoisyTeacher | None = None, generator: torch.Generator | None = None) -> list[list[int]]:
-    """Completions of the whole batch (:func:`shiftbounds.llm.sampling.sample_batch`: left-padded
+    """Completions of the whole batch (:func:`shiftbounds.conversations.sampling.sample_batch`: left-padded
     prompts, KV cache): greedy when ``temperature == 0``, sampled at ``temperature`` otherwise, or
     from the noisy teacher's law with ``teacher_noise``. Each completion stops after its first
     end-of-text."""

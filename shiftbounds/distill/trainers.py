@@ -3,8 +3,8 @@
 * **OPD** and **NAIL** are :class:`NoisyTeacherDistillationTrainer`, TRL's on-policy
   ``DistillationTrainer`` with the paper's prefixes and loss: OPD samples the student at
   temperature 1, NAIL rolls it out greedily (as it is deployed); both score the prefixes with the
-  noisy teacher (:class:`~shiftbounds.llm.gsm8k.NoisyTeacher`: temperature ``t`` or an ``eta``
-  mixture) under :func:`~shiftbounds.llm.gsm8k.on_policy_loss` (forward, reverse or mixed KL;
+  noisy teacher (:class:`~shiftbounds.distill.gsm8k.NoisyTeacher`: temperature ``t`` or an ``eta``
+  mixture) under :func:`~shiftbounds.distill.gsm8k.on_policy_loss` (forward, reverse or mixed KL;
   NAIL's noised student). TRL's own loss ties the teacher's law to the sampling temperature and
   offers only a generalised JSD of the raw teacher, so the loss is replaced; generation, batching,
   data-parallel training (``accelerate launch``) and logging are TRL's.
@@ -23,7 +23,9 @@ from pathlib import Path
 
 import torch
 
-from shiftbounds.llm.gsm8k import METHODS, NoisyTeacher, Problem, on_policy_loss, prompt_messages, sample_completions
+from shiftbounds.conversations.models import load_chat_model
+from shiftbounds.distill.gsm8k import METHODS, NoisyTeacher, Problem, on_policy_loss, prompt_messages, sample_completions
+from shiftbounds.utils.progress import attach_progress
 
 ON_POLICY = tuple(m for m in METHODS if m != "bc")
 
@@ -82,7 +84,7 @@ def _trl_trainer_class():
 def distillation_config(method: str, output_dir: str | Path, *, steps: int, batch: int, lr: float, max_new: int, seed: int):
     """The ``trl.DistillationConfig`` of an on-policy method: the student's prefixes sampled at
     temperature 1 (OPD, no top-k / top-p) or greedy (NAIL); the teacher's temperature lives in the
-    :class:`~shiftbounds.llm.gsm8k.NoisyTeacher`, not here."""
+    :class:`~shiftbounds.distill.gsm8k.NoisyTeacher`, not here."""
     from trl import DistillationConfig
 
     if method not in ON_POLICY:
@@ -101,8 +103,6 @@ def on_policy_trainer(method: str, student: str | Path, teacher: str | Path, pro
     student and teacher given as model folders or Hub ids (they must share a tokenizer)."""
     from datasets import Dataset
 
-    from shiftbounds.conversations.models import load_chat_model
-    from shiftbounds.utils.progress import attach_progress
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     _, tok = load_chat_model(student)

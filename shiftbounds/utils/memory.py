@@ -6,7 +6,7 @@ A run is a sequence of :class:`Stage` s; each holds some models resident and tra
 Per stage, in bytes, for one process:
 
 * weights: 4 per parameter of every resident model (float32 everywhere, see
-  :mod:`shiftbounds.llm.models`); exact;
+  :mod:`shiftbounds.conversations.models`); exact;
 * gradients and AdamW's two moments of the trained model: 12 per parameter; exact;
 * logits of one training step: about 14 bytes per (token, vocabulary entry) — bf16 logits (2), the
   float32 copy the losses take (4), its log-softmax kept for the backward pass (4), and that
@@ -110,7 +110,7 @@ def estimate(stages: list[Stage]) -> dict:
     per = {s.name: {k: v / GIB for k, v in stage_bytes(s).items()} for s in stages}
     top = max(per, key=lambda k: per[k]["peak"])
     return {"stages": per, "peak_gib": per[top]["peak"], "peak_stage": top,
-            "note": "estimate from the models' shapes (shiftbounds.llm.memory), not a measurement"}
+            "note": "estimate from the models' shapes (shiftbounds.utils.memory), not a measurement"}
 
 
 def format_estimate(est: dict) -> str:

@@ -145,16 +145,6 @@ def goal_text(goal: tuple[OrderItem, ...]) -> str:
     return "; ".join(f"{g.quantity} {g.item}" + (f" ({', '.join(g.options)})" if g.options else "") for g in goal)
 
 
-def render_tm4(d: TM4Dialogue, upto: int | None = None, with_goal: bool = False) -> str:
-    """Chat text with role markers (and the agent's API calls after the user turn they follow)."""
-    parts = [f"<goal>{goal_text(d.goal)}"] if with_goal else []
-    for i, (role, text) in enumerate(d.turns[:upto]):
-        parts.append(f"<{role}>{text}")
-        for name, req in d.api_calls[i] if i < len(d.api_calls) else ():
-            parts.append(f"<api>{name} {json.dumps(req, sort_keys=True)}")
-    return "".join(parts)
-
-
 def split_by_dialogue(items: list, fractions: tuple[float, float, float] = (0.6, 0.2, 0.2), *,
                       rng: np.random.Generator) -> tuple[list, list, list]:
     """Train / calibration / held-out split by dialogue."""
@@ -205,19 +195,4 @@ def load_reward_labels(corpus: str, data_dir: str | Path | None = None, limit: i
                                      _render_turn(gen) if isinstance(gen, dict) else f"<agent>{gen}", reward, len(ctx)))
             if limit and len(out) >= limit:
                 return out
-    return out
-
-
-def user_turn_examples(corpus: str, data_dir: str | Path | None = None, limit: int | None = None) -> list[tuple[str, str, int]]:
-    """``(context before the user turn, the human user turn, turn index)`` for every user turn in the
-    reward files' contexts (Taskmaster-3's long contexts give the per-turn realism curve)."""
-    out = []
-    for ex in load_reward_labels(corpus, data_dir):
-        turns = re.split(r"(?=<agent>|<user>|<api>)", ex.context)
-        turns = [t for t in turns if t]
-        for j, t in enumerate(turns):
-            if t.startswith("<user>"):
-                out.append(("".join(turns[:j]), t, j))
-        if limit and len(out) >= limit:
-            return out[:limit]
     return out
