@@ -31,6 +31,39 @@ def _write(tmp_path, lines):
     return path
 
 
+def test_system_messages_extra_keys_and_every_input_kind(tmp_path):
+    """GIVEN TRL-style records (a leading system message, an assistant turn carried by tool_calls
+    with null content, a tool message with name and tool_call_id) WHEN read from JSONL, from a
+    datasets.Dataset, from load_dataset("json") output and from dicts THEN all four give the same
+    conversations, the system prompt is kept apart from the turns, and the extra keys round-trip."""
+    from datasets import Dataset, load_dataset
+
+    from shiftbounds.conversations.records import as_conversations
+
+    call = [{"id": "c1", "type": "function", "function": {"name": "book", "arguments": "{}"}}]
+    recs = [{"id": "t1", "goal": {"city": "Oslo"}, "messages": [
+        {"role": "system", "content": "You book hotels."}, {"role": "user", "content": "Oslo, 2 nights"},
+        {"role": "assistant", "content": None, "tool_calls": call},
+        {"role": "tool", "content": "{\"ok\": true}", "name": "book", "tool_call_id": "c1"},
+        {"role": "assistant", "content": "Booked."}]}]
+    path = tmp_path / "logs.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in recs) + "\n")
+    convs = read_conversations(path)
+    c = convs[0]
+    assert c.system == "You book hotels." and [m.role for m in c.messages] == ["user", "assistant", "tool", "assistant"]
+    assert c.messages[1].content == "" and dict(c.messages[1].extra)["tool_calls"] == call
+    assert c.as_dict()["messages"][0] == {"role": "system", "content": "You book hotels."}
+    assert c.as_dict()["messages"][3] == {"role": "tool", "content": "{\"ok\": true}", "name": "book", "tool_call_id": "c1"}
+    assert as_conversations(recs) == as_conversations(str(path)) == convs == as_conversations(convs)
+    assert as_conversations([c.as_dict() for c in convs]) == convs
+    flat = [{"id": "a", "goal": "g", "messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "hi"}]}]
+    assert as_conversations(Dataset.from_list(flat)) == as_conversations(flat)
+    (tmp_path / "flat.jsonl").write_text(json.dumps(flat[0]) + "\n")
+    assert as_conversations(load_dataset("json", data_files=str(tmp_path / "flat.jsonl"))["train"]) == as_conversations(flat)
+    with pytest.raises(ConversationFormatError, match="expected Conversations, a datasets.Dataset"):
+        as_conversations(42)
+
+
 def test_round_trip_jsonl_and_dataset(tmp_path):
     convs = [Conversation("a", {"x": 1}, (Message("user", "hi"), Message("assistant", "hello"))),
              Conversation("b", "plain goal", (Message("user", "yo"), Message("tool", "{}")))]
@@ -46,7 +79,13 @@ def test_round_trip_jsonl_and_dataset(tmp_path):
     (json.dumps({**GOOD, "id": ""}), r"logs.jsonl:2: field 'id' must be a non-empty string"),
     (json.dumps({**GOOD, "id": "b", "messages": []}), r"logs.jsonl:2: field 'messages' must be a non-empty list"),
     (json.dumps({**GOOD, "id": "b", "messages": [{"role": "system", "content": "x"}]}),
-     r"logs.jsonl:2: field messages\[0\]\.role is 'system'; expected one of"),
+     r"logs.jsonl:2: field 'messages' holds only a system message"),
+    (json.dumps({**GOOD, "id": "b", "messages": [{"role": "user", "content": "x"}, {"role": "system", "content": "y"}]}),
+     r"logs.jsonl:2: field messages\[1\] is a system message; only the first message may be one"),
+    (json.dumps({**GOOD, "id": "b", "messages": [{"role": "user", "content": "x", "mood": "happy"}]}),
+     r"logs.jsonl:2: field messages\[0\] has unknown key\(s\) \['mood'\]"),
+    (json.dumps({**GOOD, "id": "b", "messages": [{"role": "narrator", "content": "x"}]}),
+     r"logs.jsonl:2: field messages\[0\]\.role is 'narrator'; expected one of"),
     (json.dumps({**GOOD, "id": "b", "messages": [{"role": "user", "content": 3}]}), r"messages\[0\]\.content must be a string"),
     (json.dumps({**GOOD, "id": "b", "messages": [{"role": "user"}]}), r"messages\[0\] must be \{'role', 'content'\}"),
     (json.dumps(GOOD), r"id 'a' appears twice \(records 1 and 2\)"),

@@ -134,3 +134,65 @@ def test_logged_people_rates_leave_out_probes_without_a_logged_reply():
     assert people["accept_wrong"]["value"] == 0.0 and people["accept_wrong"]["n"] == 14
     assert people["discrimination"]["value"] == 1.0 and people["discrimination"]["n"] == 14
     assert people["goal_disclosure"] is None
+
+
+class _FixedUser:
+    """A simulator that says ``opening`` first and ``reply`` to everything after."""
+
+    def __init__(self, opening, reply):
+        self.opening, self.reply, self.goal = opening, reply, None
+
+    def reset(self, goal, *, seed=None):
+        self.goal = goal
+
+    def respond(self, messages):
+        text = self.opening(self.goal) if not any(m["role"] == "user" for m in messages) else self.reply
+        return text, False
+
+
+def test_goal_consistency_and_reply_kinds_expose_goal_blind_and_garbled_simulators():
+    """GIVEN Taskmaster-4 probes WHEN a faithful simulator (states its goal, accepts), a goal-blind
+    one (always orders a latte, accepts) and a garbled one ("Nights:se, thanks.") are measured THEN
+    goal consistency is 1 for the faithful one, far below the logged people's for the goal-blind
+    one and 0 for the garbled one, and the garbled one's replies are all unclear (not a sceptic's
+    rejections, which its accept-right = accept-wrong = 0 would otherwise suggest)."""
+    from shiftbounds.conversations.taskmaster import goal_text, load_tm4
+    from shiftbounds.conversations.tasks import order_items
+
+    convs = from_taskmaster4(load_tm4(None, 150))
+    builder = Taskmaster4Probes()
+    probes = builder.build(convs, rng=np.random.default_rng(0))
+    people = sycophancy_report(None, probes, builder)
+    faithful = sycophancy_report(_FixedUser(lambda g: f"I'd like {goal_text(order_items(g))}", "yes, that's right"), probes, builder)
+    blind = sycophancy_report(_FixedUser(lambda g: "I'd like a latte please", "yes, that's right"), probes, builder)
+    garbled = sycophancy_report(_FixedUser(lambda g: "Nights:se, thanks.", "Nights:se, thanks."), probes, builder)
+    assert people["goal_consistency"]["value"] > 0.7 and people["goal_consistency"]["n"] == len(probes.disclosure)
+    assert faithful["goal_consistency"]["value"] == 1.0
+    assert blind["goal_consistency"]["high"] < people["goal_consistency"]["low"] and blind["goal_consistency"]["value"] < 0.5
+    assert garbled["goal_consistency"]["value"] == 0.0
+    assert garbled["accept_right"]["value"] == garbled["accept_wrong"]["value"] == 0.0
+    assert garbled["replies_right"]["unclear"]["value"] == garbled["replies_wrong"]["unclear"]["value"] == 1.0
+    assert blind["replies_wrong"]["accept"]["value"] == 1.0 and blind["replies_wrong"]["reject"]["value"] == 0.0
+    kinds = people["replies_right"]
+    assert sum(kinds[k]["value"] for k in ("accept", "reject", "unclear")) == pytest.approx(1.0)
+    assert kinds["n"] == people["accept_right"]["n"] and kinds["accept"]["value"] == people["accept_right"]["value"]
+
+
+@pytest.mark.parametrize("text, kind", [("yes, that's right", "accept"), ("no, I wanted a mocha", "reject"),
+                                        ("actually make it iced", "reject"), ("what syrups do you have?", "unclear"),
+                                        ("Nights:se, thanks.", "unclear"), ("That\u2019s it, perfect", "accept")])
+def test_reply_kind(text, kind):
+    from shiftbounds.conversations.rule_user import is_acceptance, reply_kind
+
+    assert reply_kind(text) == kind and is_acceptance(text) == (kind == "accept")
+
+
+def test_consistent_goal_reads_longest_names_first():
+    from shiftbounds.conversations.taskmaster import OrderItem
+    from shiftbounds.conversations.tasks import names_consistent_goal
+
+    chai = (OrderItem("chai latte", 1, ()),)
+    assert names_consistent_goal("a chai latte please", chai)
+    assert not names_consistent_goal("a latte please", chai)
+    assert not names_consistent_goal("a chai latte and a mocha", chai)
+    assert not names_consistent_goal("hello there", chai)

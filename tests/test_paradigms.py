@@ -24,6 +24,7 @@ from shiftbounds.conversations.paradigms import (
     resolve_system,
     train_paradigm,
 )
+from shiftbounds.conversations.records import as_conversations, to_dataset
 from shiftbounds.conversations.simulators import HiddenGoalUser, LMUser
 from shiftbounds.conversations.tasks import hidden_goal_judge
 from shiftbounds.dialogue.tasks import prompted_simulator
@@ -61,6 +62,10 @@ def test_every_paradigm_trains_with_one_config_and_saves_an_agent(synthetic, tmp
     a = evaluate_agent(model, tok, convs[20:30], real, judge, **kw)
     b = evaluate_agent(model, tok, convs[20:30], real, judge, batch=3, **kw)
     assert a["rewards"] == b["rewards"] and a["n"] == 10 and a["low"] <= a["mean"] <= a["high"]  # batching changes nothing
+    c = evaluate_agent(model, tok, to_dataset(convs[20:30]), real, judge, return_transcripts=True, **kw)  # a Dataset works too
+    assert c["rewards"] == a["rewards"] and "transcripts" not in a
+    assert [t["id"] for t in c["transcripts"]] == [x.id for x in convs[20:30]] and [t["reward"] for t in c["transcripts"]] == a["rewards"]
+    assert [x.system for x in as_conversations(c["transcripts"])] == [c["transcripts"][0]["messages"][0]["content"]] * 10
     # the trainer's config is the same for every paradigm
     assert grpo_config(cfg, tmp_path / "x").to_dict() | {"output_dir": ""} == grpo_config(cfg, tmp_path / "y").to_dict() | {"output_dir": ""}
 

@@ -20,10 +20,13 @@
 """
 
 from shiftbounds.conversations.records import (
+    EXTRA_KEYS,
     ROLES,
     Conversation,
+    ConversationData,
     ConversationFormatError,
     Message,
+    as_conversations,
     from_dataset,
     from_hidden_goal,
     from_taskmaster3,
@@ -35,10 +38,13 @@ from shiftbounds.conversations.records import (
 )
 
 __all__ = [
+    "EXTRA_KEYS",
     "ROLES",
     "Conversation",
+    "ConversationData",
     "ConversationFormatError",
     "Message",
+    "as_conversations",
     "from_dataset",
     "from_hidden_goal",
     "from_taskmaster3",

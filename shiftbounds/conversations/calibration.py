@@ -16,13 +16,12 @@ says) go through the same trainer.
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from shiftbounds.conversations.models import load_chat_model, save_chat_model
-from shiftbounds.conversations.records import Conversation
+from shiftbounds.conversations.records import ConversationData, as_conversations
 from shiftbounds.conversations.rollouts import agent_prompt
 from shiftbounds.conversations.simulators import PERSONA, goal_text, simulator_view
 from shiftbounds.utils.progress import attach_progress
@@ -62,7 +61,7 @@ class CalibrationConfig(TrainingConfig):
             raise ValueError(f"persona must contain '{{goal}}'; got {self.persona!r}")
 
 
-def user_turn_examples(convs: Sequence[Conversation], persona: str = PERSONA) -> list[dict[str, Any]]:
+def user_turn_examples(convs: ConversationData, persona: str = PERSONA) -> list[dict[str, Any]]:
     """One ``{"prompt": [...], "completion": [...]}`` example (TRL's conversational prompt-completion
     format) per user turn of ``convs``, in the simulator's view."""
     out = []
@@ -76,7 +75,7 @@ def user_turn_examples(convs: Sequence[Conversation], persona: str = PERSONA) ->
     return out
 
 
-def agent_turn_examples(convs: Sequence[Conversation], system: str) -> list[dict[str, Any]]:
+def agent_turn_examples(convs: ConversationData, system: str) -> list[dict[str, Any]]:
     """One prompt-completion example per agent turn of ``convs``: the agent's tagged system prompt
     (:func:`~shiftbounds.conversations.rollouts.agent_prompt`) and the history before the turn, then
     the turn; tool messages must first be folded into the agent's turns
@@ -93,7 +92,7 @@ def agent_turn_examples(convs: Sequence[Conversation], system: str) -> list[dict
     return out
 
 
-def dialogue_examples(convs: Sequence[Conversation], goal_header: str | None = None) -> list[dict[str, Any]]:
+def dialogue_examples(convs: ConversationData, goal_header: str | None = None) -> list[dict[str, Any]]:
     """Whole conversations (every role, every token trained) for pretraining a base model; with
     ``goal_header`` (containing ``{goal}``), every conversation with a goal appears a second time led
     by a system message stating that goal."""
@@ -143,26 +142,29 @@ def train_sft(examples: list[dict[str, Any]], base: str | Path, out_dir: str | P
     return Path(out_dir)
 
 
-def calibrate(convs: Sequence[Conversation], base: str | Path, out_dir: str | Path, cfg: CalibrationConfig = CalibrationConfig()) -> Path:
+def calibrate(convs: ConversationData, base: str | Path, out_dir: str | Path, cfg: CalibrationConfig = CalibrationConfig()) -> Path:
     """SFT the model ``base`` (a Hub id or folder) into a calibrated simulator saved at ``out_dir``."""
+    convs = as_conversations(convs)
     examples = user_turn_examples(convs, cfg.persona)
     return train_sft(examples, base, out_dir, cfg, {"kind": "calibrated", "persona": cfg.persona,
                                                     "n_conversations": len(convs), "n_user_turns": len(examples)})
 
 
-def sft_agent(convs: Sequence[Conversation], base: str | Path, out_dir: str | Path, cfg: TrainingConfig, system: str) -> Path:
+def sft_agent(convs: ConversationData, base: str | Path, out_dir: str | Path, cfg: TrainingConfig, system: str) -> Path:
     """SFT the model ``base`` on the agent turns of ``convs`` (the shared starting point of the
     paradigms), saved at ``out_dir`` as an agent folder."""
+    convs = as_conversations(convs)
     examples = agent_turn_examples(convs, system)
     return train_sft(examples, base, out_dir, cfg, {"kind": "agent", "paradigm": "sft", "system": system,
                                                     "n_conversations": len(convs)})
 
 
-def pretrain(convs: Sequence[Conversation], base: str | Path, out_dir: str | Path, cfg: TrainingConfig,
+def pretrain(convs: ConversationData, base: str | Path, out_dir: str | Path, cfg: TrainingConfig,
              goal_header: str | None = None) -> Path:
     """Language-model ``base`` on whole conversations (both roles; with ``goal_header``, also each
     goal-carrying conversation led by its goal, :func:`dialogue_examples`), saved at ``out_dir``: a
     base model made for the corpus, from which simulators and agents start."""
+    convs = as_conversations(convs)
     examples = dialogue_examples(convs, goal_header)
     return train_sft(examples, base, out_dir, cfg, {"kind": "base", "n_conversations": len(convs),
                                                     "goal_header": goal_header})

@@ -27,6 +27,7 @@ import torch
 from shiftbounds.conversations.classifiers import RewardModel, classifier_scores, fit_classifier
 from shiftbounds.conversations.models import chat_ids, load_chat_model, model_positions
 from shiftbounds.conversations.records import Conversation
+from shiftbounds.conversations.rule_user import REPLY_KINDS
 from shiftbounds.conversations.simulators import PERSONA, UserSimulator, respond_all, simulator_view
 from shiftbounds.conversations.tasks import Judge, Probe, ProbeBuilder, ProbeSet
 from shiftbounds.losses import token_log_probs
@@ -205,7 +206,11 @@ def discriminator_auc_by_turn(simulator: UserSimulator, classifier: str, train: 
 def sycophancy_report(simulator: UserSimulator | None, probes: ProbeSet, builder: ProbeBuilder, *, seed: int = 0) -> dict:
     """``accept_right``, ``accept_wrong`` (the sycophancy rate), ``discrimination`` (their paired
     difference: right and wrong probes come from the same dialogue) and ``goal_disclosure``, each
-    with a 95 % interval and its ``n``.
+    with a 95 % interval and its ``n``; when the builder has the optional methods, ``replies_right``
+    / ``replies_wrong`` (the share of ``accept``, ``reject`` and ``unclear`` replies, by
+    ``builder.kind``: a garbled simulator shows as unclear, not as sceptical) and
+    ``goal_consistency`` (the share of openings whose content agrees with the goal, by
+    ``builder.consistent``: a simulator that ignores its goal scores low however human it sounds).
 
     ``simulator=None`` reads the logged people's replies, and only where there is one: a probe whose
     history was not logged (``human_reply == ""``, e.g. a wrong confirmation made up from a logged
@@ -223,16 +228,30 @@ def sycophancy_report(simulator: UserSimulator | None, probes: ProbeSet, builder
     def logged(ps: Sequence[Probe]) -> list[Probe]:
         return list(ps) if simulator is not None else [p for p in ps if p.human_reply]
 
+    def kinds(texts: list[str]) -> dict | None:
+        if not texts or not hasattr(builder, "kind"):
+            return None
+        found = [builder.kind(t) for t in texts]
+        return {k: share([f == k for f in found]) for k in REPLY_KINDS} | {"n": len(found)}
+
     disclosure = logged(probes.disclosure)
-    right = [builder.accepts(r) for r in answers(logged(probes.right), "right")]
-    disclosed = [builder.discloses(r, p.goal) for r, p in zip(answers(disclosure, "disclosure"), disclosure)]
-    out = {"accept_right": share(right), "accept_wrong": None, "discrimination": None, "goal_disclosure": share(disclosed)}
+    right_texts = answers(logged(probes.right), "right")
+    right = [builder.accepts(r) for r in right_texts]
+    openings = answers(disclosure, "disclosure")
+    disclosed = [builder.discloses(r, p.goal) for r, p in zip(openings, disclosure)]
+    out = {"accept_right": share(right), "accept_wrong": None, "discrimination": None, "goal_disclosure": share(disclosed),
+           "replies_right": kinds(right_texts), "replies_wrong": None,
+           "goal_consistency": share([builder.consistent(r, p.goal) for r, p in zip(openings, disclosure)])
+           if hasattr(builder, "consistent") else None}
     if simulator is not None and probes.wrong:
-        wrong = [builder.accepts(r) for r in answers(probes.wrong, "wrong")]
+        wrong_texts = answers(probes.wrong, "wrong")
+        out["replies_wrong"] = kinds(wrong_texts)
+        wrong = [builder.accepts(r) for r in wrong_texts]
         out["accept_wrong"] = share(wrong)
         out["discrimination"] = _estimate(mean_ci(np.array(right, float) - np.array(wrong, float))) | {"n": len(wrong)}
     elif simulator is None and logged(probes.wrong):
         out["accept_wrong"] = share([builder.accepts(p.human_reply) for p in logged(probes.wrong)])
+        out["replies_wrong"] = kinds([p.human_reply for p in logged(probes.wrong)])
         pairs = [(r, w) for r, w in zip(probes.right, probes.wrong) if r.human_reply and w.human_reply]
         if pairs:
             d = np.array([float(builder.accepts(r.human_reply)) - float(builder.accepts(w.human_reply)) for r, w in pairs])

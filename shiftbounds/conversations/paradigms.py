@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from shiftbounds.conversations.models import load_chat_model, save_chat_model
-from shiftbounds.conversations.records import Conversation
+from shiftbounds.conversations.records import ConversationData, as_conversations
 from shiftbounds.conversations.rollouts import (
     Judge,
     agent_prompt,
@@ -124,7 +124,7 @@ def grpo_config(cfg: ParadigmConfig, output_dir: str | Path):
                       gradient_checkpointing=False)
 
 
-def paradigm_trainer(paradigm: str, agent: str | Path, convs: Sequence[Conversation], judge: Judge, cfg: ParadigmConfig,
+def paradigm_trainer(paradigm: str, agent: str | Path, convs: ConversationData, judge: Judge, cfg: ParadigmConfig,
                      output_dir: str | Path, simulator_factory: Callable[[], UserSimulator] | None = None):
     """The configured ``trl.GRPOTrainer`` (not yet trained) of one paradigm.
 
@@ -135,6 +135,7 @@ def paradigm_trainer(paradigm: str, agent: str | Path, convs: Sequence[Conversat
         judge: ``judge(goal, messages) -> float``.
         simulator_factory: a fresh user simulator (interactive and calibrated paradigms).
     """
+    convs = as_conversations(convs)
     from datasets import Dataset
     from trl import GRPOTrainer
 
@@ -179,13 +180,14 @@ def training_signal(log_history: Sequence[dict], moved: bool) -> dict:
             "no_op": (bool(zero) and n_zero == len(zero)) or not moved}
 
 
-def train_paradigm(paradigm: str, agent: str | Path, convs: Sequence[Conversation], judge: Judge, cfg: ParadigmConfig,
+def train_paradigm(paradigm: str, agent: str | Path, convs: ConversationData, judge: Judge, cfg: ParadigmConfig,
                    out_dir: str | Path, simulator_factory: Callable[[], UserSimulator] | None = None) -> Path:
     """Train one paradigm (:func:`paradigm_trainer`) and save the agent to ``out_dir`` (model,
     tokenizer, ``shiftbounds.json`` with the reward per step and :func:`training_signal`); returns
     ``out_dir``. A run that learned nothing — no group with reward variance at any step, or weights
     that did not move — warns (``RuntimeWarning``) and says so in ``shiftbounds.json``
     (``training_signal.no_op``)."""
+    convs = as_conversations(convs)
     import trl
 
 
@@ -211,17 +213,21 @@ def train_paradigm(paradigm: str, agent: str | Path, convs: Sequence[Conversatio
     return Path(out_dir)
 
 
-def evaluate_agent(model, tokenizer, convs: Sequence[Conversation], simulator_factory: Callable[[], UserSimulator],
+def evaluate_agent(model, tokenizer, convs: ConversationData, simulator_factory: Callable[[], UserSimulator],
                    judge: Judge, *, max_turns: int, max_new_tokens: int, temperature: float = 1.0, system: str | None = None,
-                   user_first: bool = False, batch: int = 32, seed: int = 0) -> dict:
+                   user_first: bool = False, batch: int = 32, seed: int = 0, return_transcripts: bool = False) -> dict:
     """The judge's mean reward over one dialogue per conversation goal against fresh simulators from
     ``simulator_factory``, with a 95 % interval. Each dialogue's draws come from (``seed``,
     conversation id), so two agents meet the same simulator draws; ``rewards`` lists the
     per-dialogue rewards in ``convs`` order (for paired comparisons); ``temperature`` 0 decodes the
     agent greedily. ``system=None`` uses the prompt the agent was trained with, read from the
-    folder it was loaded from (:func:`resolve_system`; another one passed explicitly warns)."""
+    folder it was loaded from (:func:`resolve_system`; another one passed explicitly warns).
+    ``return_transcripts``: also ``transcripts``, one record per dialogue in the format of the logs
+    (``id``, ``goal``, ``messages`` with the system prompt first, and its ``reward``), ready for
+    :func:`~shiftbounds.conversations.records.write_conversations` or reading."""
+    convs = as_conversations(convs)
     system = resolve_system(system, getattr(model, "name_or_path", None))
-    rewards = []
+    rewards, transcripts = [], []
     for j in range(0, len(convs), batch):
         chunk = convs[j: j + batch]
         outs = rollout_dialogues(model, tokenizer, [agent_prompt(system, c.id) for c in chunk], [c.goal for c in chunk],
@@ -229,8 +235,12 @@ def evaluate_agent(model, tokenizer, convs: Sequence[Conversation], simulator_fa
                                  max_new_tokens=max_new_tokens, temperature=temperature,
                                  seeds=[derive_seed(seed, c.id) for c in chunk], user_first=user_first)
         rewards += [o["judge_reward"] for o in outs]
+        if return_transcripts:
+            transcripts += [{"id": c.id, "goal": c.goal, "messages": [{"role": "system", "content": system}] + o["messages"],
+                             "reward": o["judge_reward"]} for c, o in zip(chunk, outs)]
     e = mean_ci(np.array(rewards))
-    return {"mean": e.value, "low": e.low, "high": e.high, "n": len(rewards), "rewards": rewards}
+    out = {"mean": e.value, "low": e.low, "high": e.high, "n": len(rewards), "rewards": rewards}
+    return out | {"transcripts": transcripts} if return_transcripts else out
 
 
 def read_metadata(folder: str | Path) -> dict[str, Any]:

@@ -10,6 +10,10 @@ A record::
 ``id`` is a non-empty string, unique in a file; ``goal`` is any JSON value (the user's hidden goal:
 what a user simulator is told and what the task's judge scores against); ``messages`` is a
 non-empty list of ``{"role", "content"}`` with ``role`` in :data:`ROLES` and ``content`` a string.
+As in TRL's conversational datasets, a first message with role ``"system"`` is the logged system
+prompt (kept as :attr:`Conversation.system`; a system message anywhere else is an error), and the
+standard extra keys :data:`EXTRA_KEYS` (``name``, ``tool_calls``, ``tool_call_id``) are kept with
+their message (``content`` may then be ``null`` when ``tool_calls`` carries the turn).
 :func:`read_conversations` checks every record before returning any, and a bad one raises
 :class:`ConversationFormatError` naming the file, the line and the field. Records that parse but
 that training or a judge may trip on (two user messages in a row, empty text, no user or no agent
@@ -31,7 +35,12 @@ from shiftbounds.dialogue.tasks import user_acts
 from shiftbounds.utils.io import atomic_write_text, jsonl_records
 
 ROLES = ("user", "assistant", "tool")
-"""Message roles of a logged conversation (the system prompt is built from the goal, not logged)."""
+"""Message roles of a logged conversation's turns (a leading ``system`` message is its system prompt)."""
+ConversationData = Any
+"""What every function taking logs accepts: Conversations, a ``datasets.Dataset``, record dicts or
+a JSONL path (:func:`as_conversations`)."""
+EXTRA_KEYS = ("name", "tool_calls", "tool_call_id")
+"""The standard extra message keys of chat datasets, kept as logged."""
 
 
 class ConversationFormatError(ValueError):
@@ -44,21 +53,25 @@ class Message:
 
     role: str
     content: str
+    extra: tuple[tuple[str, Any], ...] = ()
 
     def as_dict(self) -> dict:
-        return {"role": self.role, "content": self.content}
+        return {"role": self.role, "content": self.content, **dict(self.extra)}
 
 
 @dataclass(frozen=True)
 class Conversation:
-    """A logged dialogue: its ``id``, the user's ``goal`` (any JSON value) and its ``messages``."""
+    """A logged dialogue: its ``id``, the user's ``goal`` (any JSON value), its ``messages`` and the
+    logged ``system`` prompt, if any."""
 
     id: str
     goal: Any
     messages: tuple[Message, ...]
+    system: str | None = None
 
     def as_dict(self) -> dict:
-        return {"id": self.id, "goal": self.goal, "messages": [m.as_dict() for m in self.messages]}
+        head = [{"role": "system", "content": self.system}] if self.system is not None else []
+        return {"id": self.id, "goal": self.goal, "messages": head + [m.as_dict() for m in self.messages]}
 
     def turns(self, role: str) -> list[int]:
         """Indices of the messages with ``role``."""
@@ -77,21 +90,36 @@ def parse_record(rec: Any, where: str) -> Conversation:
     msgs = rec["messages"]
     if not isinstance(msgs, list) or not msgs:
         raise ConversationFormatError(f"{where}: field 'messages' must be a non-empty list; got {msgs!r}")
-    out = []
+    out, system = [], None
     for j, m in enumerate(msgs):
         field = f"messages[{j}]"
-        if not isinstance(m, dict) or set(m) - {"role", "content"} or "role" not in m or "content" not in m:
+        if not isinstance(m, dict) or "role" not in m or "content" not in m:
             raise ConversationFormatError(f"{where}: field {field} must be {{'role', 'content'}}; got {m!r}")
+        unknown = sorted(set(m) - {"role", "content", *EXTRA_KEYS})
+        if unknown:
+            raise ConversationFormatError(f"{where}: field {field} has unknown key(s) {unknown}; allowed: role, content, {', '.join(EXTRA_KEYS)}")
+        if m["role"] == "system":
+            if j != 0:
+                raise ConversationFormatError(f"{where}: field {field} is a system message; only the first message may be one")
+            if not isinstance(m["content"], str):
+                raise ConversationFormatError(f"{where}: field {field}.content must be a string; got {type(m['content']).__name__}")
+            system = m["content"]
+            continue
         if m["role"] not in ROLES:
-            raise ConversationFormatError(f"{where}: field {field}.role is {m['role']!r}; expected one of {ROLES}")
-        if not isinstance(m["content"], str):
-            raise ConversationFormatError(f"{where}: field {field}.content must be a string; got {type(m['content']).__name__}")
-        out.append(Message(m["role"], m["content"]))
+            raise ConversationFormatError(f"{where}: field {field}.role is {m['role']!r}; expected one of {ROLES} (or a leading 'system')")
+        content = m["content"]
+        if content is None and m.get("tool_calls"):
+            content = ""
+        if not isinstance(content, str):
+            raise ConversationFormatError(f"{where}: field {field}.content must be a string; got {type(content).__name__}")
+        out.append(Message(m["role"], content, tuple((k, m[k]) for k in EXTRA_KEYS if k in m)))
+    if not out:
+        raise ConversationFormatError(f"{where}: field 'messages' holds only a system message")
     try:
         json.dumps(rec["goal"])
     except (TypeError, ValueError) as exc:
         raise ConversationFormatError(f"{where}: field 'goal' is not JSON-serialisable ({exc})") from exc
-    return Conversation(rec["id"], rec["goal"], tuple(out))
+    return Conversation(rec["id"], rec["goal"], tuple(out), system)
 
 
 def irregularities(convs: list[Conversation]) -> dict[str, list[str]]:
@@ -182,6 +210,28 @@ def from_dataset(ds, name: str = "dataset") -> list[Conversation]:
     return out
 
 
+def as_conversations(data: Any, name: str = "conversations") -> list[Conversation]:
+    """Conversations from what a user has: a list of :class:`Conversation`, a ``datasets.Dataset``
+    (e.g. ``load_dataset("json", data_files=...)["train"]``), a list of record dicts, or a JSONL
+    path; records are validated as a file's are.
+
+    Raises:
+        ConversationFormatError: a bad record (naming its index and field), or ``data`` of none of these kinds.
+    """
+    if isinstance(data, (str, Path)):
+        return read_conversations(data)
+    if hasattr(data, "column_names") and hasattr(data, "__getitem__"):
+        return from_dataset(data, name)
+    if isinstance(data, (list, tuple)) and all(isinstance(c, Conversation) for c in data):
+        return list(data)
+    if isinstance(data, (list, tuple)) and all(isinstance(c, dict) for c in data):
+        out = [parse_record(rec, f"{name}[{i}]") for i, rec in enumerate(data)]
+        _check_unique(out, name)
+        return out
+    raise ConversationFormatError(f"{name}: expected Conversations, a datasets.Dataset, record dicts or a JSONL path; "
+                                  f"got {type(data).__name__}")
+
+
 def tool_call_text(content: str) -> str:
     """A logged tool message as the agent writes the call: ``{"name": {...}}`` becomes
     ``name {...}`` (other content is kept as it is)."""
@@ -214,7 +264,7 @@ def fold_tool_calls(conv: Conversation) -> Conversation:
             out.append(m)
     if pending:
         out.append(Message("assistant", "\n".join(pending)))
-    return Conversation(conv.id, conv.goal, tuple(out))
+    return Conversation(conv.id, conv.goal, tuple(out), conv.system)
 
 
 # ------------------------------------------------------------------------------------- converters

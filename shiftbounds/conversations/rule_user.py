@@ -45,10 +45,22 @@ _NEGATIVE = re.compile(r"\b(no|not|nope|wrong|incorrect|actually|instead|change|
 _POSITIVE = re.compile(r"\b(yes|yeah|yep|yup|correct|right|perfect|fine|great|exactly|good|that's it|that is it|it is|it does|sure is|looks ok|got it|my order)\b")
 
 
+REPLY_KINDS = ("accept", "reject", "unclear")
+
+
+def reply_kind(text: str) -> str:
+    """How a user turn answers the order shown: ``"reject"`` with a negative cue ("no", "wrong",
+    "actually", "change", ...), else ``"accept"`` with an affirmative one ("yes", "correct", "looks
+    good", ...), else ``"unclear"`` (neither: a question, an off-topic or garbled reply)."""
+    t = text.lower().replace("\u2019", "'")
+    if _NEGATIVE.search(t):
+        return "reject"
+    return "accept" if _POSITIVE.search(t) else "unclear"
+
+
 def is_acceptance(text: str) -> bool:
     """Whether a user turn accepts the order shown: an affirmative cue ("yes", "correct", "looks
     good", ...) and no negative one ("no", "wrong", "actually", "change", ...). It marks 91.4 % of the
     2,760 Taskmaster-4 human replies to the agent's first order confirmation as accepting; most of
     the rest ask about syrups or switch to decaf (``tests/test_llm_rollouts.py`` measures the rate)."""
-    t = text.lower().replace("\u2019", "'")
-    return bool(_POSITIVE.search(t)) and not _NEGATIVE.search(t)
+    return reply_kind(text) == "accept"

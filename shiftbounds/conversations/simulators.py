@@ -190,7 +190,6 @@ class HiddenGoalUser:
     and left out of the user's memory, unless ``strict``, where it is an error."""
 
     def __init__(self, task, model, *, strict: bool = False) -> None:
-
         self.task, self.model, self.strict = task, model, strict
         self._acts, self._ending = user_acts(task), ENDING_ACTS
         self._agent = {n: i for i, n in enumerate(task.agent_acts)}
@@ -236,7 +235,6 @@ class OrderingUser:
     ``{"order": [{"item", "quantity", "options"}]}``, and an accepted order ends the dialogue."""
 
     def __init__(self, accept_wrong: float = 0.3, leak: float = 0.2) -> None:
-
         self.rule = RuleUser(accept_wrong, leak)
         self.goal, self._rng = (), numpy_rng(0)
 
@@ -245,12 +243,10 @@ class OrderingUser:
         return OrderingUser(self.rule.accept_wrong, self.rule.leak)
 
     def reset(self, goal: Any, *, seed: int | None = None) -> None:
-
         self.goal = order_items(goal)
         self._rng = numpy_rng(0 if seed is None else seed, "ordering_user")
 
     def respond(self, messages: list[dict]) -> tuple[str, bool]:
-
         turn = sum(m["role"] == "user" for m in messages)
         reply = self.rule.reply_to_orders(self.goal, placed_orders(messages), turn, rng=self._rng)
         return reply, reply.startswith("yes, that's right")

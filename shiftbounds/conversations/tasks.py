@@ -13,14 +13,14 @@ task supplies its own builder with the same three methods.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
 from shiftbounds.conversations.records import Conversation, Message, fold_tool_calls, from_taskmaster3, from_taskmaster4
-from shiftbounds.conversations.rule_user import is_acceptance
+from shiftbounds.conversations.rule_user import is_acceptance, reply_kind
 from shiftbounds.conversations.taskmaster import (
     OrderItem,
     goal_text,
@@ -72,6 +72,10 @@ class ProbeBuilder(Protocol):
     def discloses(self, reply: str, goal: Any) -> bool:
         """Whether a user reply states the whole goal."""
 
+    # Optional, read by :func:`~shiftbounds.conversations.measures.sycophancy_report` when present:
+    # ``kind(reply) -> "accept" | "reject" | "unclear"`` (how a reply answers a confirmation) and
+    # ``consistent(reply, goal) -> bool`` (whether what the reply says agrees with the goal).
+
 
 # --------------------------------------------------------------------------- hidden-goal tasks
 def hidden_goal_judge(task) -> Judge:
@@ -119,6 +123,25 @@ def taskmaster4_judge(goal: Any, messages: list[dict]) -> float:
 
 SWAP_ITEMS = ("latte", "mocha", "cortado", "cappuccino", "macchiato", "chai latte", "matcha latte", "americano", "espresso")
 """Drinks a wrong-confirmation probe swaps in."""
+
+
+def named_items(text: str, vocabulary: Sequence[str]) -> list[str]:
+    """The drinks of ``vocabulary`` named in ``text`` (case-insensitive), longest names first so
+    that "chai latte" is not also read as "latte"."""
+    t, out = text.lower(), []
+    for item in sorted(vocabulary, key=len, reverse=True):
+        if item in t:
+            out.append(item)
+            t = t.replace(item, " ")
+    return out
+
+
+def names_consistent_goal(text: str, goal: tuple) -> bool:
+    """Whether ``text`` names at least one drink and only drinks of the goal (among the goal's and
+    :data:`SWAP_ITEMS`): what a customer says agrees with what it wants, whether or not it says all."""
+    wanted = {g.item for g in goal}
+    named = named_items(text, sorted(wanted | set(SWAP_ITEMS)))
+    return bool(named) and set(named) <= wanted
 
 
 def names_whole_goal(text: str, goal: tuple) -> bool:
@@ -181,7 +204,6 @@ class Taskmaster4Probes:
         self.fold = fold  # fold the API calls into the agent's turns, as simulators trained on folded logs read them
 
     def build(self, convs: list[Conversation], *, rng: np.random.Generator) -> ProbeSet:
-
         right, wrong, disclosure = [], [], []
         for c in convs:
             msgs = [m.as_dict() for m in c.messages]
@@ -210,7 +232,7 @@ class Taskmaster4Probes:
         if self.fold:
 
             def fold(p: Probe) -> Probe:
-                msgs = fold_tool_calls(Conversation("probe", p.goal, tuple(Message(**m) for m in p.messages))).messages
+                msgs = fold_tool_calls(Conversation("probe", p.goal, tuple(Message(m["role"], m["content"]) for m in p.messages))).messages
                 return Probe(p.goal, tuple(m.as_dict() for m in msgs), p.human_reply)
 
             right, wrong, disclosure = ([fold(p) for p in ps] for ps in (right, wrong, disclosure))
@@ -227,8 +249,13 @@ class Taskmaster4Probes:
         return None
 
     def accepts(self, reply: str) -> bool:
-
         return is_acceptance(reply)
+
+    def kind(self, reply: str) -> str:
+        return reply_kind(reply)
 
     def discloses(self, reply: str, goal: Any) -> bool:
         return names_whole_goal(reply, order_items(goal))
+
+    def consistent(self, reply: str, goal: Any) -> bool:
+        return names_consistent_goal(reply, order_items(goal))
