@@ -76,3 +76,37 @@ def plot_paradigm_success(results: dict, stem: Path) -> list[Path]:
     ax.set_ylabel("goal success (held-out goals)")
     ax.legend(frameon=False, fontsize=6)
     return save_figure(fig, stem)
+
+
+def plot_simulator_report(report: dict, stem: Path) -> list[Path]:
+    """The ``shiftbounds measure`` report: NLL of the people's user turns by turn; the
+    discriminator's AUC by turn (when measured; 0.5 dotted); and, with probes, the people's and
+    the simulator's shares of replies accepting a right and a wrong confirmation and of openings
+    that state the whole goal or agree with it (95 % intervals)."""
+    panels = ["nll"] + (["auc"] if "discriminator_auc" in report else []) + (["syc"] if "sycophancy" in report else [])
+    fig, axes = new_figure(ncols=len(panels), width=3.2, height=2.6)
+    for ax, panel in zip(axes[0], panels):
+        if panel in ("nll", "auc"):
+            d = report["nll_by_turn"] if panel == "nll" else report["discriminator_auc"]
+            _errorbar(ax, list(d["by_turn"]), list(d["by_turn"].values()), 0, "simulator")
+            ax.set_xlabel("user turn")
+            ax.set_ylabel("NLL per token, people's turns" if panel == "nll" else "discriminator AUC")
+            if panel == "auc":
+                ax.axhline(0.5, color="0.5", linestyle=":", linewidth=1)
+            continue
+        syc = report["sycophancy"]
+        metrics = ("accept_right", "accept_wrong", "goal_disclosure", "goal_consistency")
+        labels = ("accepts right", "accepts wrong", "names whole goal", "agrees with goal")
+        names = list(syc)
+        est = [[syc[n].get(k) for k in metrics] for n in names]
+        grouped_bars(ax, names, metrics, [[np.nan if e is None else e["value"] for e in row] for row in est], labels=labels)
+        w = 0.8 / len(names)
+        for i, row in enumerate(est):
+            for j, e in enumerate(row):
+                if e is not None:
+                    ax.errorbar(j + w * i, e["value"], yerr=[[e["value"] - e["low"]], [e["high"] - e["value"]]], color="k",
+                                capsize=1.5, linewidth=0.6)
+        ax.set_ylim(0, 1.05)
+        ax.set_ylabel("share")
+        ax.legend(frameon=False, fontsize=6)
+    return save_figure(fig, stem)

@@ -167,6 +167,11 @@ def build_parser(cls: type, description: str, presets: Mapping[str, Mapping[str,
     return parser
 
 
+def _prog(name: str) -> str:
+    """How the command is typed: ``python -m experiments.x``, or a console script's words."""
+    return name if " " in name else f"python -m {name}"
+
+
 def parse_config(cls: type[C], description: str, presets: Mapping[str, Mapping[str, Any]], argv: list[str] | None = None,
                  *, name: str, apply_threads: bool = True) -> C:
     """Parse ``argv`` into a validated config (and set the thread count).
@@ -185,8 +190,8 @@ def parse_config(cls: type[C], description: str, presets: Mapping[str, Mapping[s
     try:
         parser = build_parser(cls, description, presets, name=short, preset=preset, config_file=known.config)
     except ValueError as exc:
-        argparse.ArgumentParser(prog=f"python -m {name}").error(str(exc))
-    parser.prog = f"python -m {name}"
+        argparse.ArgumentParser(prog=_prog(name)).error(str(exc))
+    parser.prog = _prog(name)
     args = parser.parse_args(argv)
     values = _base_values(cls, presets, args.preset, args.config, short)
     for f in dataclasses.fields(cls):

@@ -1,0 +1,6 @@
+"""``python -m shiftbounds``: the same as the ``shiftbounds`` command."""
+
+from shiftbounds.cli import main
+
+if __name__ == "__main__":
+    main()
