@@ -124,3 +124,18 @@ def test_two_processes_under_accelerate_train_the_same_agent_as_one(synthetic, t
     moved = max(float((w1[k] - w0[k]).abs().max()) for k in w0)
     gap = max(float((w1[k] - w2[k]).abs().max()) for k in w0)
     assert moved > 1e-3 and gap < 1e-2 * moved, (moved, gap)
+
+
+def test_reporting_and_checkpoints_reach_the_trainers(tmp_path):
+    """``report_to`` and checkpointing pass through to ``GRPOConfig``; saving without a folder to
+    save in is refused."""
+    from shiftbounds.conversations.calibration import Reporting
+
+    rep = Reporting(report_to=("tensorboard",), save_strategy="steps", save_steps=7, checkpoint_dir=str(tmp_path / "ckpt"))
+    args = grpo_config(ParadigmConfig(steps=1, batch=2, num_generations=2, reporting=rep), tmp_path / "out")
+    assert args.report_to == ["tensorboard"] and args.save_strategy == "steps" and args.save_steps == 7
+    assert grpo_config(ParadigmConfig(steps=1, batch=2, num_generations=2), tmp_path / "o").report_to == []
+    with pytest.raises(ValueError, match="needs a checkpoint_dir"):
+        Reporting(save_strategy="steps")
+    with pytest.raises(ValueError, match="save_strategy must be"):
+        Reporting(save_strategy="sometimes")

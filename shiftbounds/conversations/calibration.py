@@ -34,6 +34,30 @@ with a persona prompt stays a *prompted* simulator, not one trained on its own v
 
 
 @dataclass(frozen=True)
+class Reporting:
+    """What a TRL trainer reports and keeps, passed through to its config (TRL's names):
+    ``report_to`` (e.g. ``("tensorboard",)``; empty: nothing; transformers 5 reads TensorBoard's
+    folder from ``TENSORBOARD_LOGGING_DIR``), ``save_strategy`` (``"no"``, ``"steps"`` or
+    ``"epoch"``) every ``save_steps``, into ``checkpoint_dir`` (required when saving; else the
+    trainer works in a temporary folder)."""
+
+    report_to: tuple[str, ...] = ()
+    save_strategy: str = "no"
+    save_steps: int = 500
+    checkpoint_dir: str = ""
+
+    def __post_init__(self) -> None:
+        if self.save_strategy not in ("no", "steps", "epoch") or self.save_steps < 1:
+            raise ValueError(f"save_strategy must be no, steps or epoch and save_steps >= 1; got {self.save_strategy!r}, {self.save_steps}")
+        if self.save_strategy != "no" and not self.checkpoint_dir:
+            raise ValueError("saving checkpoints needs a checkpoint_dir (the trainer's output_dir)")
+
+    def trainer_args(self) -> dict[str, Any]:
+        """The keyword arguments of ``SFTConfig`` / ``GRPOConfig`` this carries."""
+        return {"report_to": list(self.report_to), "save_strategy": self.save_strategy, "save_steps": self.save_steps}
+
+
+@dataclass(frozen=True)
 class TrainingConfig:
     """An SFT stage: ``steps`` optimiser steps of ``batch`` examples at ``lr``, sequences cut to
     ``max_length`` tokens, data order and initialisation from ``seed``."""
@@ -43,6 +67,7 @@ class TrainingConfig:
     lr: float = 5e-4
     max_length: int = 512
     seed: int = 0
+    reporting: Reporting = Reporting()
 
     def __post_init__(self) -> None:
         if self.steps < 1 or self.batch < 1 or self.lr <= 0 or self.max_length < 8:
@@ -107,19 +132,19 @@ def dialogue_examples(convs: ConversationData, goal_header: str | None = None) -
     return out
 
 
-def sft_trainer(examples: list[dict[str, Any]], model, tokenizer, cfg: TrainingConfig, output_dir: str | Path):
+def sft_trainer(examples: list[dict[str, Any]], model, tokenizer, cfg: TrainingConfig, output_dir: str | Path,
+                label: str = "SFT"):
     """The configured ``trl.SFTTrainer`` (not yet trained): prompt-completion examples are trained on
-    their completions only, ``messages`` examples on every token."""
+    their completions only, ``messages`` examples on every token; progress lines are named ``label``."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
-
     args = SFTConfig(output_dir=str(output_dir), max_steps=cfg.steps, per_device_train_batch_size=cfg.batch,
                      learning_rate=cfg.lr, max_length=cfg.max_length, completion_only_loss=True, seed=cfg.seed,
-                     data_seed=cfg.seed, save_strategy="no", report_to=[], logging_steps=max(cfg.steps // 10, 1),
+                     data_seed=cfg.seed, logging_steps=max(cfg.steps // 10, 1), **cfg.reporting.trainer_args(),
                      disable_tqdm=True, bf16=False, fp16=False, dataloader_num_workers=0, gradient_checkpointing=False)
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=tokenizer)
-    return attach_progress(trainer, "SFT")
+    return attach_progress(trainer, label)
 
 
 def train_sft(examples: list[dict[str, Any]], base: str | Path, out_dir: str | Path, cfg: TrainingConfig,
@@ -128,11 +153,11 @@ def train_sft(examples: list[dict[str, Any]], base: str | Path, out_dir: str | P
     ``metadata`` (plus the training loss, settings and TRL version)."""
     import trl
 
-
     model, tok = load_chat_model(base)
     model.train()
+    label = {"calibrated": "calibrate", "agent": "SFT agent", "base": "pretrain"}.get(metadata.get("kind"), "SFT")
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = sft_trainer(examples, model, tok, cfg, tmp)
+        trainer = sft_trainer(examples, model, tok, cfg, cfg.reporting.checkpoint_dir or tmp, label)
         result = trainer.train()
     meta = {**metadata, "base": str(base), "n_examples": len(examples), "training_loss": float(result.training_loss),
             "config": asdict(cfg), "trl": trl.__version__}

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from shiftbounds.conversations.calibration import Reporting
 from shiftbounds.conversations.models import load_chat_model, save_chat_model
 from shiftbounds.conversations.records import ConversationData, as_conversations
 from shiftbounds.conversations.rollouts import (
@@ -66,6 +67,8 @@ class ParadigmConfig:
             one the starting agent was trained with (its ``shiftbounds.json``), else :data:`SYSTEM`.
         user_first: the simulator opens every dialogue (interactive paradigms).
         seed: the trainer's seed and the rollouts' root seed.
+        reporting: ``report_to`` and checkpointing passed to ``GRPOConfig``
+            (:class:`~shiftbounds.conversations.calibration.Reporting`).
     """
 
     steps: int = 50
@@ -79,6 +82,7 @@ class ParadigmConfig:
     system: str | None = None
     user_first: bool = False
     seed: int = 0
+    reporting: Reporting = Reporting()
 
     def __post_init__(self) -> None:
         if min(self.steps, self.batch, self.max_turns, self.max_new_tokens) < 1 or self.num_generations < 2:
@@ -119,7 +123,7 @@ def grpo_config(cfg: ParadigmConfig, output_dir: str | Path):
     return GRPOConfig(output_dir=str(output_dir), max_steps=cfg.steps, per_device_train_batch_size=cfg.batch,
                       num_generations=cfg.num_generations, learning_rate=cfg.lr, beta=cfg.beta,
                       max_completion_length=cfg.max_new_tokens, temperature=cfg.temperature, seed=cfg.seed,
-                      data_seed=cfg.seed, report_to=[], logging_steps=1, save_strategy="no", bf16=False, fp16=False,
+                      data_seed=cfg.seed, logging_steps=1, **cfg.reporting.trainer_args(), bf16=False, fp16=False,
                       disable_tqdm=True, dataloader_num_workers=0, use_cpu=not torch.cuda.is_available(),
                       gradient_checkpointing=False)
 
@@ -187,12 +191,11 @@ def train_paradigm(paradigm: str, agent: str | Path, convs: ConversationData, ju
     ``out_dir``. A run that learned nothing — no group with reward variance at any step, or weights
     that did not move — warns (``RuntimeWarning``) and says so in ``shiftbounds.json``
     (``training_signal.no_op``)."""
-    convs = as_conversations(convs)
     import trl
 
-
+    convs = as_conversations(convs)
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = paradigm_trainer(paradigm, agent, convs, judge, cfg, tmp, simulator_factory)
+        trainer = paradigm_trainer(paradigm, agent, convs, judge, cfg, cfg.reporting.checkpoint_dir or tmp, simulator_factory)
         before = _fingerprint(trainer.model)
         trainer.train()
     log = trainer.state.log_history
