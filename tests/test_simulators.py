@@ -205,3 +205,36 @@ def test_a_new_wrapper_batches_through_its_own_methods(synthetic, monkeypatch):
     alone = [make(k).respond(history) for k in range(5)]
     assert together == alone
     assert all(r.endswith("!") and r[:-1] == r[:-1].upper() for r, _ in together[:3])
+
+
+def test_the_chat_template_marks_assistant_tokens_for_assistant_only_loss(synthetic, tmp_path):
+    """GIVEN a tiny chat model WHEN a conversation is rendered with the assistant-token mask THEN
+    the mask covers exactly the assistant's content and end marker, and SFTTrainer with
+    ``assistant_only_loss=True`` trains on a messages dataset."""
+    from datasets import Dataset
+    from trl import SFTConfig, SFTTrainer
+
+    prep, convs, base = synthetic
+    model, tok = load_chat_model(base)
+    msgs = [{"role": "user", "content": "yes"}, {"role": "assistant", "content": "ask:>=2"}, {"role": "user", "content": "no"}]
+    out = tok.apply_chat_template(msgs, tokenize=True, return_dict=True, return_assistant_tokens_mask=True)
+    ids, mask = out["input_ids"], out["assistant_masks"]
+    marked = [t for t, m in zip(ids, mask) if m]
+    assert tok.decode(marked) == "ask:>=2<|end|>" and sum(mask) == len(marked) < len(ids)
+    args = SFTConfig(output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=2, assistant_only_loss=True,
+                     report_to=[], save_strategy="no", use_cpu=True, disable_tqdm=True, bf16=False)
+    trainer = SFTTrainer(model=model, args=args, processing_class=tok,
+                         train_dataset=Dataset.from_list([{"messages": [m.as_dict() for m in c.messages]} for c in convs[:4]]))
+    assert trainer.train().training_loss > 0
+
+
+def test_examples_longer_than_the_training_length_warn(synthetic):
+    from shiftbounds.conversations.calibration import warn_long_examples
+
+    prep, convs, base = synthetic
+    _, tok = load_chat_model(base)
+    short = [{"messages": [{"role": "user", "content": "yes"}]}]
+    long = [{"prompt": [{"role": "user", "content": "yes " * 400}], "completion": [{"role": "assistant", "content": "no"}]}]
+    assert warn_long_examples(short, tok, 64) == 0
+    with pytest.warns(UserWarning, match="1 of 2 training examples are longer than max_length=64 tokens"):
+        assert warn_long_examples(short + long, tok, 64) == 1

@@ -16,11 +16,12 @@ says) go through the same trainer.
 from __future__ import annotations
 
 import tempfile
+import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from shiftbounds.conversations.models import load_chat_model, save_chat_model
+from shiftbounds.conversations.models import chat_ids, load_chat_model, save_chat_model
 from shiftbounds.conversations.records import ConversationData, as_conversations
 from shiftbounds.conversations.rollouts import agent_prompt
 from shiftbounds.conversations.simulators import PERSONA, goal_text, simulator_view
@@ -147,6 +148,18 @@ def sft_trainer(examples: list[dict[str, Any]], model, tokenizer, cfg: TrainingC
     return attach_progress(trainer, label)
 
 
+def warn_long_examples(examples: list[dict[str, Any]], tokenizer, max_length: int) -> int:
+    """Warn (``UserWarning``) when examples are longer than ``max_length`` tokens, which the trainer
+    cuts; returns how many are."""
+    lengths = [len(chat_ids(tokenizer, ex["prompt"] + ex["completion"] if "prompt" in ex else ex["messages"], False))
+               for ex in examples]
+    long = sum(n > max_length for n in lengths)
+    if long:
+        warnings.warn(f"{long} of {len(examples)} training examples are longer than max_length={max_length} tokens "
+                      f"(longest {max(lengths)}) and are cut; raise max_length or shorten them", UserWarning, stacklevel=3)
+    return long
+
+
 def train_sft(examples: list[dict[str, Any]], base: str | Path, out_dir: str | Path, cfg: TrainingConfig,
               metadata: dict[str, Any]) -> Path:
     """SFT the model ``base`` (a Hub id or folder) on ``examples`` and save it at ``out_dir`` with
@@ -154,6 +167,7 @@ def train_sft(examples: list[dict[str, Any]], base: str | Path, out_dir: str | P
     import trl
 
     model, tok = load_chat_model(base)
+    warn_long_examples(examples, tok, cfg.max_length)
     model.train()
     label = {"calibrated": "calibrate", "agent": "SFT agent", "base": "pretrain"}.get(metadata.get("kind"), "SFT")
     with tempfile.TemporaryDirectory() as tmp:

@@ -19,10 +19,14 @@ from shiftbounds.utils.seeding import torch_init_seed
 
 ROLE_MARKERS = ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|pad|>")
 CHAT_TEMPLATE = (
-    "{% for m in messages %}<|{{ m['role'] }}|>{{ m['content'] }}<|end|>{% endfor %}"
+    "{% for m in messages %}<|{{ m['role'] }}|>"
+    "{% if m['role'] == 'assistant' %}{% generation %}{{ m['content'] }}<|end|>{% endgeneration %}"
+    "{% else %}{{ m['content'] }}<|end|>{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}<|assistant|>{% endif %}"
 )
-"""The chat template of tiny models: ``<|role|>content<|end|>`` per message; ``<|end|>`` is the EOS."""
+"""The chat template of tiny models: ``<|role|>content<|end|>`` per message; ``<|end|>`` is the EOS.
+The assistant's content and its ``<|end|>`` sit in ``{% generation %}`` markers, so TRL's
+``assistant_only_loss=True`` (``return_assistant_tokens_mask``) trains on the assistant's tokens only."""
 METADATA = "shiftbounds.json"
 """The file a saved simulator or agent folder carries: kind, persona or paradigm, base, settings."""
 
