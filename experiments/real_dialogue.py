@@ -45,42 +45,30 @@ from __future__ import annotations
 
 import json
 import sys
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from shiftbounds.conversations.calibration import GOAL_HEADER, CalibrationConfig, TrainingConfig, calibrate, pretrain, sft_agent
-from shiftbounds.conversations.measures import discriminator_auc_by_turn, logged_confirmations, nll_by_turn, sycophancy_report
-from shiftbounds.conversations.models import METADATA, build_tiny_chat_model, load_chat_model
-from shiftbounds.conversations.paradigms import SYSTEM, ParadigmConfig, evaluate_agent, train_paradigm
-from shiftbounds.conversations.records import Conversation
-from shiftbounds.conversations.rule_user import is_acceptance
-from shiftbounds.conversations.simulators import CorrectedUser, LMUser, LoggedOpeningUser, OrderingUser
+from shiftbounds.conversations import taskmaster_study as study
+from shiftbounds.conversations.calibration import CalibrationConfig, TrainingConfig, calibrate, sft_agent
+from shiftbounds.conversations.measures import logged_confirmations
+from shiftbounds.conversations.models import METADATA
+from shiftbounds.conversations.paradigms import SYSTEM, ParadigmConfig
+from shiftbounds.conversations.taskmaster_study import ARMS, EVAL_USERS
 from shiftbounds.conversations.tasks import (
     Taskmaster4Probes,
     load_taskmaster,
-    taskmaster4_correction,
     taskmaster4_judge,
-    taskmaster4_placed,
-    taskmaster4_stop,
 )
 from shiftbounds.figures.text import plot_paradigm_success, plot_text_realism, plot_text_sycophancy
 from shiftbounds.utils.cli import exit_on_stale, load_config_file, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.memory import Stage, estimate, format_estimate, model_shape
 from shiftbounds.utils.progress import Progress
-from shiftbounds.utils.seeding import derive_seed, numpy_rng
+from shiftbounds.utils.seeding import numpy_rng
 from shiftbounds.utils.stages import StageCache
 from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference, trend
-
-ARMS = {"static": ("static", None), "interactive_rule": ("interactive", "rule-based"),
-        "interactive_prompted": ("interactive", "prompted"), "calibrated": ("calibrated", "calibrated")}
-"""Each RL arm: its paradigm and the simulator it trains against."""
-EVAL_USERS = ("held-out user model", "held-out user model + wrong-order rule", "logged opening, then held-out model + rule")
-"""The evaluation users: the held-out user model, the same with the wrong-order rule, and the latter
-after the held-out dialogue's logged human opening (a real request, whatever the model would say)."""
 
 
 @dataclass(frozen=True)
@@ -183,20 +171,6 @@ def memory_estimate(cfg: RealDialogueConfig) -> dict:
     ])
 
 
-def _users(cfg: RealDialogueConfig, folders: dict[str, Path]) -> dict:
-    """The simulators and evaluation users, each loaded once (clones share the weights)."""
-    kw = dict(max_new_tokens=cfg.user_new, stop=taskmaster4_stop)
-    held = LMUser.from_pretrained(folders["user_heldout"], name="held-out user model", **kw)
-    users = {"rule-based": OrderingUser(cfg.accept_wrong, cfg.leak),
-            "prompted": LMUser.from_pretrained(folders["base"], name="prompted", **kw),
-            "calibrated": LMUser.from_pretrained(folders["user_calibrated"], **kw),
-            EVAL_USERS[0]: held,
-            EVAL_USERS[1]: CorrectedUser(held, judge=taskmaster4_judge, placed=taskmaster4_placed, accepts=is_acceptance,
-                                         correction=taskmaster4_correction, name=EVAL_USERS[1])}
-    users[EVAL_USERS[2]] = LoggedOpeningUser(users[EVAL_USERS[1]], name=EVAL_USERS[2])
-    return users
-
-
 def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     """Run (resuming finished stages), write every output, return the results dict."""
     from accelerate import PartialState
@@ -213,76 +187,44 @@ def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
     prog.update(note=f"Taskmaster-4 {len(train)}/{len(calib)}/{len(held)}, Taskmaster-3 {len(tm3_train)}/{len(tm3_held)} dialogues")
     sft = TrainingConfig(steps=cfg.sft_steps, batch=cfg.batch, lr=cfg.sft_lr, max_length=cfg.max_len, seed=cfg.seed)
     users_cfg = CalibrationConfig(steps=cfg.user_steps, batch=cfg.batch, lr=cfg.sft_lr, max_length=cfg.max_len, seed=cfg.seed)
-
-    def make_base(folder: Path) -> None:
-        texts = [m.content for c in train + tm3_train for m in c.messages] + [SYSTEM, users_cfg.persona, GOAL_HEADER]
-        with tempfile.TemporaryDirectory() as tmp:
-            init = build_tiny_chat_model(Path(tmp), texts, vocab_size=cfg.vocab_size, d_model=cfg.d_model, n_layer=cfg.n_layer,
-                                         max_len=max(1024, cfg.max_len), seed=derive_seed(cfg.seed, "base"))
-            pretrain(train + tm3_train, init, folder, TrainingConfig(steps=cfg.pretrain_steps, batch=cfg.batch, lr=cfg.lr,
-                                                                     max_length=cfg.max_len, seed=cfg.seed),
-                     GOAL_HEADER if cfg.goal_annotated else None)
-
-    folders = {"base": Path(cfg.base_model) if cfg.base_model else st.folder_stage("base", make_base)}
+    base_cfg = TrainingConfig(steps=cfg.pretrain_steps, batch=cfg.batch, lr=cfg.lr, max_length=cfg.max_len, seed=cfg.seed)
+    folders = {"base": Path(cfg.base_model) if cfg.base_model else st.folder_stage("base", lambda f: study.make_base(
+        f, train + tm3_train, vocab_size=cfg.vocab_size, d_model=cfg.d_model, n_layer=cfg.n_layer, max_len=cfg.max_len,
+        cfg=base_cfg, persona=users_cfg.persona, goal_annotated=cfg.goal_annotated, seed=cfg.seed))}
     prog.update(note="base model")
     for name, convs in (("user_calibrated", train), ("user_heldout", held), ("user_calibrated_tm3", tm3_train)):
         folders[name] = st.folder_stage(name, lambda f, convs=convs: calibrate(convs, folders["base"], f, users_cfg))
     folders["agent_sft"] = st.folder_stage("agent_sft", lambda f: sft_agent(train, folders["base"], f, sft, SYSTEM))
     prog.update(note="user models and SFT agent")
-    users = _users(cfg, folders)
-    probe_convs = [data["tm4_raw"][c.id] for c in calib[: cfg.n_probe]]
-
-    def realism() -> dict:
-        nll = {name: nll_by_turn(*load_chat_model(folders[key]), calib, max_len=cfg.max_len)
-               for name, key in (("prompted", "base"), ("calibrated", "user_calibrated"), ("held-out user model", "user_heldout"))}
-        tm3 = {name: nll_by_turn(*load_chat_model(folders[key]), tm3_held, max_len=cfg.max_len)
-               for name, key in (("prompted", "base"), ("calibrated (Taskmaster-3)", "user_calibrated_tm3"))}
-        return {"tm4": nll, "tm3": tm3}
-
-    def discriminators() -> dict:
-        sims = {"prompted": users["prompted"],
-                "calibrated (Taskmaster-3)": LMUser.from_pretrained(folders["user_calibrated_tm3"], max_new_tokens=cfg.user_new)}
-        return {name: discriminator_auc_by_turn(sim, str(folders["base"]), tm3_train, tm3_held, steps=cfg.classifier_steps,
-                                                batch=cfg.batch, lr=cfg.sft_lr, max_len=cfg.max_len, max_turns=cfg.n_disc,
-                                                seed=derive_seed(cfg.seed, "discriminator", name))
-                for name, sim in sims.items()}
-
+    users = study.user_models(folders, user_new=cfg.user_new, accept_wrong=cfg.accept_wrong, leak=cfg.leak)
     builder = Taskmaster4Probes(fold=True)
-    probes = builder.build(probe_convs, rng=numpy_rng(cfg.seed, "probes"))
-
-    def sycophancy() -> dict:
-        who = {"people (logged replies)": None, **{k: users[k] for k in ("rule-based", "prompted", "calibrated", *EVAL_USERS[:2])}}
-        return {name: sycophancy_report(u, probes, builder, seed=derive_seed(cfg.seed, "sycophancy")) for name, u in who.items()}
-
-    measures = {"realism": st.json("realism", realism), "discriminator": st.json("discriminator", discriminators),
-                "sycophancy": st.json("sycophancy", sycophancy),
-                "logged_confirmations": st.json("logged_confirmations", lambda: logged_confirmations(probes, builder, taskmaster4_judge))}
+    probes = builder.build([data["tm4_raw"][c.id] for c in calib[: cfg.n_probe]], rng=numpy_rng(cfg.seed, "probes"))
+    measures = {
+        "realism": st.json("realism", lambda: study.realism(folders, calib, tm3_held, cfg.max_len)),
+        "discriminator": st.json("discriminator", lambda: study.discriminators(
+            users, folders, tm3_train, tm3_held, user_new=cfg.user_new, steps=cfg.classifier_steps, batch=cfg.batch,
+            lr=cfg.sft_lr, max_len=cfg.max_len, n_disc=cfg.n_disc, seed=cfg.seed)),
+        "sycophancy": st.json("sycophancy", lambda: study.sycophancy(users, probes, builder, cfg.seed)),
+        "logged_confirmations": st.json("logged_confirmations", lambda: logged_confirmations(probes, builder, taskmaster4_judge))}
     prog.update(note="realism, discriminators, sycophancy")
-    # each held-out goal also carries its dialogue's logged opening (read only by the logged-opening user)
-    eval_convs = [Conversation(c.id, {**c.goal, "opening": next(m.content for m in c.messages if m.role == "user")}, c.messages) for c in held[: cfg.n_eval]]
-
-    def evaluate(folder: Path, user_names, seed: int) -> dict:
-        model, tok = load_chat_model(folder)
-        return {name: evaluate_agent(model, tok, eval_convs, users[name].clone, taskmaster4_judge, max_turns=cfg.turns,
-                                     max_new_tokens=cfg.max_new, temperature=cfg.eval_temperature, system=SYSTEM,
-                                     user_first=True, seed=derive_seed(seed, "evaluation"))
-                for name in user_names}
-
+    goals = study.evaluation_goals(held, cfg.n_eval)
+    ev = dict(turns=cfg.turns, max_new=cfg.max_new, temperature=cfg.eval_temperature)
     runs = []
     for seed in cfg.seeds:
-        runs.append({"arm": "sft", "seed": seed, **st.json(f"eval_sft_seed{seed}", lambda s=seed: evaluate(folders["agent_sft"], EVAL_USERS, s))})
+        runs.append({"arm": "sft", "seed": seed, **st.json(f"eval_sft_seed{seed}", lambda s=seed: study.evaluate(
+            folders["agent_sft"], users, EVAL_USERS, goals, seed=s, **ev))})
     prog.update(note="SFT agent evaluated")
     for seed in cfg.seeds:
         for arm in cfg.arms:
-            paradigm, sim = ARMS[arm]
+            sim = ARMS[arm][1]
             pcfg = ParadigmConfig(steps=cfg.rl_steps, batch=cfg.rl_batch, num_generations=cfg.num_generations, lr=cfg.rl_lr,
                                   beta=cfg.beta, max_turns=cfg.turns, max_new_tokens=cfg.max_new, system=SYSTEM, user_first=True,
                                   seed=seed)
-            agent = st.folder_stage(f"agent_{arm}_seed{seed}", lambda f, p=paradigm, s=sim, c=pcfg: train_paradigm(
-                p, folders["agent_sft"], train, taskmaster4_judge, c, f, users[s].clone if s else None))
+            agent = st.folder_stage(f"agent_{arm}_seed{seed}", lambda f, a=arm, c=pcfg: study.train_arm(
+                a, folders["agent_sft"], train, users, c, f))
             names = EVAL_USERS + ((sim,) if sim else ())
             runs.append({"arm": arm, "seed": seed, "training_reward": json.loads((agent / METADATA).read_text())["reward"],
-                         **st.json(f"eval_{arm}_seed{seed}", lambda a=agent, n=names, s=seed: evaluate(a, n, s))})
+                         **st.json(f"eval_{arm}_seed{seed}", lambda a=agent, n=names, s=seed: study.evaluate(a, users, n, goals, seed=s, **ev))})
             prog.update(note=f"{arm}, seed {seed}")
     results = summarise(cfg, runs, measures)
     if state.is_main_process:

@@ -1,0 +1,110 @@
+"""The stages of the Taskmaster study (``experiments.real_dialogue`` calls them in order): a base
+model made for the corpus, the user models, realism, discriminators and sycophancy measurements,
+the RL arms and their evaluation against every evaluation user.
+
+Taskmaster-4 orders are the task (judge: :func:`~shiftbounds.conversations.tasks.taskmaster4_judge`);
+Taskmaster-3 dialogues, which carry no goal, serve the realism measures. Every stage is a function
+of explicit inputs; caching and seeding are the caller's.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from shiftbounds.conversations.calibration import GOAL_HEADER, TrainingConfig, pretrain
+from shiftbounds.conversations.measures import discriminator_auc_by_turn, nll_by_turn, sycophancy_report
+from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_model
+from shiftbounds.conversations.paradigms import SYSTEM, ParadigmConfig, evaluate_agent, train_paradigm
+from shiftbounds.conversations.records import Conversation
+from shiftbounds.conversations.rule_user import is_acceptance
+from shiftbounds.conversations.simulators import CorrectedUser, LMUser, LoggedOpeningUser, OrderingUser
+from shiftbounds.conversations.tasks import (
+    ProbeBuilder,
+    ProbeSet,
+    taskmaster4_correction,
+    taskmaster4_judge,
+    taskmaster4_placed,
+    taskmaster4_stop,
+)
+from shiftbounds.utils.seeding import derive_seed
+
+ARMS = {"static": ("static", None), "interactive_rule": ("interactive", "rule-based"),
+        "interactive_prompted": ("interactive", "prompted"), "calibrated": ("calibrated", "calibrated")}
+"""Each RL arm: its paradigm and the simulator it trains against."""
+EVAL_USERS = ("held-out user model", "held-out user model + wrong-order rule", "logged opening, then held-out model + rule")
+"""The evaluation users: the held-out user model, the same with the wrong-order rule, and the latter
+after the held-out dialogue's logged human opening (a real request, whatever the model would say)."""
+
+
+def make_base(folder: Path, convs: Sequence[Conversation], *, vocab_size: int, d_model: int, n_layer: int, max_len: int,
+              cfg: TrainingConfig, persona: str, goal_annotated: bool, seed: int) -> None:
+    """A tiny chat model whose tokenizer is trained on ``convs`` and the prompts, pretrained on
+    ``convs`` (and, with ``goal_annotated``, each goal-carrying one led by its goal), saved in ``folder``."""
+    texts = [m.content for c in convs for m in c.messages] + [SYSTEM, persona, GOAL_HEADER]
+    with tempfile.TemporaryDirectory() as tmp:
+        init = build_tiny_chat_model(Path(tmp), texts, vocab_size=vocab_size, d_model=d_model, n_layer=n_layer,
+                                     max_len=max(1024, max_len), seed=derive_seed(seed, "base"))
+        pretrain(list(convs), init, folder, cfg, GOAL_HEADER if goal_annotated else None)
+
+
+def user_models(folders: dict[str, Path], *, user_new: int, accept_wrong: float, leak: float) -> dict:
+    """The simulators and evaluation users, each loaded once (clones share the weights)."""
+    kw = dict(max_new_tokens=user_new, stop=taskmaster4_stop)
+    held = LMUser.from_pretrained(folders["user_heldout"], name="held-out user model", **kw)
+    users = {"rule-based": OrderingUser(accept_wrong, leak),
+             "prompted": LMUser.from_pretrained(folders["base"], name="prompted", **kw),
+             "calibrated": LMUser.from_pretrained(folders["user_calibrated"], **kw),
+             EVAL_USERS[0]: held,
+             EVAL_USERS[1]: CorrectedUser(held, judge=taskmaster4_judge, placed=taskmaster4_placed, accepts=is_acceptance,
+                                          correction=taskmaster4_correction, name=EVAL_USERS[1])}
+    users[EVAL_USERS[2]] = LoggedOpeningUser(users[EVAL_USERS[1]], name=EVAL_USERS[2])
+    return users
+
+
+def realism(folders: dict[str, Path], calib: Sequence[Conversation], tm3_held: Sequence[Conversation], max_len: int) -> dict:
+    """NLL of held-out human user turns by turn, per user model, on Taskmaster-4 and Taskmaster-3."""
+    nll = {name: nll_by_turn(*load_chat_model(folders[key]), calib, max_len=max_len)
+           for name, key in (("prompted", "base"), ("calibrated", "user_calibrated"), ("held-out user model", "user_heldout"))}
+    tm3 = {name: nll_by_turn(*load_chat_model(folders[key]), tm3_held, max_len=max_len)
+           for name, key in (("prompted", "base"), ("calibrated (Taskmaster-3)", "user_calibrated_tm3"))}
+    return {"tm4": nll, "tm3": tm3}
+
+
+def discriminators(users: dict, folders: dict[str, Path], tm3_train: Sequence[Conversation], tm3_held: Sequence[Conversation], *,
+                   user_new: int, steps: int, batch: int, lr: float, max_len: int, n_disc: int, seed: int) -> dict:
+    """Real-vs-simulated AUC by turn on Taskmaster-3 for the prompted and the calibrated simulator."""
+    sims = {"prompted": users["prompted"],
+            "calibrated (Taskmaster-3)": LMUser.from_pretrained(folders["user_calibrated_tm3"], max_new_tokens=user_new)}
+    return {name: discriminator_auc_by_turn(sim, str(folders["base"]), tm3_train, tm3_held, steps=steps, batch=batch, lr=lr,
+                                            max_len=max_len, max_turns=n_disc, seed=derive_seed(seed, "discriminator", name))
+            for name, sim in sims.items()}
+
+
+def sycophancy(users: dict, probes: ProbeSet, builder: ProbeBuilder, seed: int) -> dict:
+    """The sycophancy report of the logged people and of every simulator and evaluation user."""
+    who = {"people (logged replies)": None, **{k: users[k] for k in ("rule-based", "prompted", "calibrated", *EVAL_USERS[:2])}}
+    return {name: sycophancy_report(u, probes, builder, seed=derive_seed(seed, "sycophancy")) for name, u in who.items()}
+
+
+def evaluation_goals(held: Sequence[Conversation], n: int) -> list[Conversation]:
+    """The first ``n`` held-out dialogues, each goal also carrying its dialogue's logged opening
+    (read only by the logged-opening user)."""
+    return [Conversation(c.id, {**c.goal, "opening": next(m.content for m in c.messages if m.role == "user")}, c.messages)
+            for c in held[:n]]
+
+
+def evaluate(folder: Path, users: dict, names: Sequence[str], goals: Sequence[Conversation], *, turns: int, max_new: int,
+             temperature: float, seed: int) -> dict:
+    """The agent in ``folder`` against each evaluation user ``names`` on ``goals`` (paired draws)."""
+    model, tok = load_chat_model(folder)
+    return {name: evaluate_agent(model, tok, goals, users[name].clone, taskmaster4_judge, max_turns=turns, max_new_tokens=max_new,
+                                 temperature=temperature, system=SYSTEM, user_first=True, seed=derive_seed(seed, "evaluation"))
+            for name in names}
+
+
+def train_arm(arm: str, sft_folder: Path, train: Sequence[Conversation], users: dict, cfg: ParadigmConfig, folder: Path) -> Path:
+    """One RL arm of :data:`ARMS` from the SFT agent, saved in ``folder``."""
+    paradigm, sim = ARMS[arm]
+    return train_paradigm(paradigm, sft_folder, list(train), taskmaster4_judge, cfg, folder, users[sim].clone if sim else None)
