@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -281,6 +282,18 @@ CLAIMS = (
     Claim("2", "On modular addition at the paper's length (m = 31, eta = 0.2) NAIL >= OPD >= BC in solve rate",
           "python -m experiments.modadd --preset cpu", ("results/modadd/cpu/mcnemar.csv", "results/modadd/cpu/solves.csv"), _modadd),
 )
+
+
+VERDICT_WORDS = re.compile(r"\b(supported|contradicted|refuted|refutes)\b", re.I)
+
+
+def stray_verdicts(text: str) -> list[str]:
+    """Verdict words of a Markdown page outside its generated claims block and outside code spans:
+    a verdict is stated by the ledger only (the vocabulary itself may be quoted in backticks)."""
+    if START in text and END in text:
+        text = text[: text.index(START)] + text[text.index(END) + len(END):]
+    text = re.sub(r"`[^`]*`", "", text)
+    return [m.group(0) for m in VERDICT_WORDS.finditer(text)]
 
 
 def ledger(root: Path) -> list[dict]:

@@ -51,3 +51,14 @@ def test_a_flipped_verdict_in_the_results_makes_the_check_fail(tmp_path):
 def test_a_verdict_outside_the_vocabulary_is_refused():
     with pytest.raises(ValueError, match="verdict must be one of"):
         claims.Verdict("probably", "0.1", "none")
+
+
+def test_no_verdict_words_outside_the_generated_blocks():
+    """The README and docs state verdicts only through the generated ledger: a verdict word
+    (supported, contradicted, refuted) outside the claims block and outside code spans fails,
+    and a planted one is caught."""
+    pages = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "claims.md")]
+    found = {p.name: claims.stray_verdicts(p.read_text(encoding="utf-8")) for p in pages}
+    assert not any(found.values()), found
+    planted = f"Intro.\n{claims.START}\n| **supported** |\n{claims.END}\nThe ordering is supported by both runs; `contradicted` is a word."
+    assert claims.stray_verdicts(planted) == ["supported"]
