@@ -176,6 +176,8 @@ def get_teacher(cfg: ModAddConfig, task: ModAddTask, stream) -> tuple[torch.nn.M
 
 
 CELL = ("m", "eta", "teacher_signal", "warm_start")
+WARM_ROW = "warm start"
+"""The ``method`` of the rows that evaluate a cell's shared warm start alone (in ``runs.csv`` and ``solves.csv``)."""
 
 
 def _student_config(cfg: ModAddConfig, method: str, eta: float, sig: str) -> StudentConfig:
@@ -217,7 +219,12 @@ def run_seed(cfg: ModAddConfig, m: int, eta: float, sig: str, w: int, k: int) ->
         return {"m": m, "eta": eta, "teacher_signal": sig, "warm_start": w, "method": method, "seed": k,
                 **asdict(evaluate(task, student, eval_prompts))}
 
-    return [cache.json(f"{method}_{tag}_{_key(cfg, 'run')}", lambda: train_one(method)) for method in cfg.methods]
+    runs = [cache.json(f"{method}_{tag}_{_key(cfg, 'run')}", lambda: train_one(method)) for method in cfg.methods]
+    if w:  # the shared warm start itself, before any method: what the methods start from
+        runs.append(cache.json(f"warmeval_{tag}_{_key(cfg, 'warm', w)}", lambda: {
+            "m": m, "eta": eta, "teacher_signal": sig, "warm_start": w, "method": WARM_ROW, "seed": k,
+            **asdict(evaluate(task, init(), eval_prompts))}))
+    return runs
 
 
 def run(cfg: ModAddConfig, stream=sys.stderr) -> dict:
@@ -261,7 +268,8 @@ def write_outputs(cfg: ModAddConfig, out: Path, teachers: list[dict], runs: list
           f"{cfg.n_eval} held-out prompts; {cfg.seeds} seeds.\n\n"
           "## Teachers\n\n" + markdown_table(teachers)
           + f"\n## Solve rates\n\nA seed solves when its greedy chain exact match is >= {cfg.solve_threshold} (fixed before the run); "
-            "rate with its exact (Clopper-Pearson) 95 % interval. "
+            "rate with its exact (Clopper-Pearson) 95 % interval; `warm start`: the cell's shared warm start alone, before any "
+            "method trains (what every method starts from). "
           + ("The eta = 0 control solves in >= 90 % of seeds for every method.\n\n" if control_ok else
              "**The eta = 0 control does not solve in >= 90 % of seeds for every method (or was not run): the noise "
              "comparisons below cannot be read as effects of the noise or the method.**\n\n" if control or 0.0 in cfg.etas else
@@ -287,7 +295,7 @@ def solve_tables(cfg: ModAddConfig, runs: list[dict]) -> tuple[list[dict], list[
     for cell in cells:
         here = [r for r in runs if tuple(r[c] for c in CELL) == cell]
         solved = {method: [r["chain_exact"] >= cfg.solve_threshold for r in sorted(here, key=lambda r: r["seed"]) if r["method"] == method]
-                  for method in cfg.methods}
+                  for method in (WARM_ROW, *cfg.methods)}
         for method, x in solved.items():
             if x:
                 ci = exact_proportion_ci(sum(x), len(x))

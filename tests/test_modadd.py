@@ -156,7 +156,9 @@ def test_smoke_entry_point_runs_and_resumes(tmp_path, capsys):
     assert {p["difference"] for p in res["paired"]} == {"nail-F - bc"} and len(res["paired"]) == 2 * len(cells)
     for name in ("results.md", "runs.csv", "paired.csv", "solves.csv", "mcnemar.csv", "results.json", "modadd.png", "modadd.pdf"):
         assert (out / name).exists()
-    assert len(res["solves"]) == len(res["rows"]) and {t["difference"] for t in res["mcnemar"]} == {"nail-F - bc"}
+    methods = [r for r in res["solves"] if r["method"] != exp.WARM_ROW]
+    assert len(methods) == len(res["rows"]) and {t["difference"] for t in res["mcnemar"]} == {"nail-F - bc"}
+    assert len([r for r in res["solves"] if r["method"] == exp.WARM_ROW]) == len([c for c in cells if c[3] > 0])
     assert len(list((out / "runs").glob("warm_*.pt"))) == 2 * 2 * 2 * 2  # one warm start per (m, eta, signal, seed)
     assert all(t["consistent_accuracy"] > 0.15 for t in res["teachers"])  # 40 steps only: above chance (1/7)
     again = exp.run(exp.parse_config(exp.ModAddConfig, "", exp.PRESETS, ["--preset", "smoke", "--out-dir", str(out)], name="experiments.modadd"))
