@@ -22,4 +22,4 @@ checks it, so the import graph has no cycle and no arrow running back up):
 The statements and their proofs: ``docs/theory.md``; the experiments: ``docs/experiments.md``.
 """
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
