@@ -62,5 +62,5 @@ def is_acceptance(text: str) -> bool:
     """Whether a user turn accepts the order shown: an affirmative cue ("yes", "correct", "looks
     good", ...) and no negative one ("no", "wrong", "actually", "change", ...). It marks 91.4 % of the
     2,760 Taskmaster-4 human replies to the agent's first order confirmation as accepting; most of
-    the rest ask about syrups or switch to decaf (``tests/test_llm_rollouts.py`` measures the rate)."""
+    the rest ask about syrups or switch to decaf (``tests/test_sampling.py`` measures the rate)."""
     return reply_kind(text) == "accept"
