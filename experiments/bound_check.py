@@ -20,9 +20,9 @@ Writes ``table.csv``, ``table.md``, ``results.json`` and ``bound_check.{png,pdf}
 
 from __future__ import annotations
 
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -132,7 +132,7 @@ def cliff_ratios(cfg: BoundCheckConfig) -> list[dict]:
     return rows
 
 
-def run(cfg: BoundCheckConfig, stream=sys.stderr) -> dict:
+def run(cfg: BoundCheckConfig, stream: TextIO | None = None) -> dict:
     """Run the sweep, write every output, and return the results dict."""
     rng = numpy_rng(cfg.seed)
     out = Path(cfg.out_dir)

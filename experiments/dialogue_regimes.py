@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -253,7 +253,7 @@ def _block_name(cfg: RegimeConfig, task: str, H: int, user: str) -> str:
     return f"{task}_H{H}_{user}_{key}"
 
 
-def run(cfg: RegimeConfig, stream=sys.stderr) -> dict:
+def run(cfg: RegimeConfig, stream: TextIO | None = None) -> dict:
     """Run (resuming finished blocks), write every output, return the results dict."""
     out = Path(cfg.out_dir)
     guard_resume(out, cfg)

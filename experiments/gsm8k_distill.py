@@ -23,10 +23,10 @@ loading weights.
 
 from __future__ import annotations
 
-import sys
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -106,7 +106,7 @@ def _sft_examples(problems) -> list[dict]:
     return [{"prompt": prompt_messages(p), "completion": [{"role": "assistant", "content": p.answer}]} for p in problems]
 
 
-def run(cfg: GSM8KConfig, stream=sys.stderr) -> dict:
+def run(cfg: GSM8KConfig, stream: TextIO | None = None) -> dict:
     from accelerate import PartialState
 
     state = PartialState()

@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 import torch
@@ -227,7 +227,7 @@ def run_seed(cfg: ModAddConfig, m: int, eta: float, sig: str, w: int, k: int) ->
     return runs
 
 
-def run(cfg: ModAddConfig, stream=sys.stderr) -> dict:
+def run(cfg: ModAddConfig, stream: TextIO | None = None) -> dict:
     """Train everything that is not saved yet (the teachers here, the (cell, seed) jobs on
     ``--workers`` processes, each on one torch thread), then write results and the figure."""
     out = Path(cfg.out_dir)

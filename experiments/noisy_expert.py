@@ -29,10 +29,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -227,7 +227,7 @@ def _crossover_md(cfg: NoisyExpertConfig, cross: list[dict]) -> str:
     return markdown_table(table)
 
 
-def run(cfg: NoisyExpertConfig, stream=sys.stderr) -> dict:
+def run(cfg: NoisyExpertConfig, stream: TextIO | None = None) -> dict:
     """Run (resuming finished chains), write every output, return the results dict."""
     out = Path(cfg.out_dir)
     guard_resume(out, cfg)

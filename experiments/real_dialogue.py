@@ -44,9 +44,9 @@ only the main one writes).
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 import numpy as np
 
@@ -171,7 +171,7 @@ def memory_estimate(cfg: RealDialogueConfig) -> dict:
     ])
 
 
-def run(cfg: RealDialogueConfig, stream=sys.stderr) -> dict:
+def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
     """Run (resuming finished stages), write every output, return the results dict."""
     from accelerate import PartialState
 
