@@ -165,7 +165,7 @@ def get_teacher(cfg: ModAddConfig, task: ModAddTask, stream) -> tuple[torch.nn.M
         teacher = load_model(path).to(device).eval()
     else:
         prog = Progress(cfg.teacher_steps, f"modadd teacher m={task.m}", stream=stream, min_interval=5.0)
-        with torch_init_seed(cfg.seed, "teacher_init", task.m), one_torch_thread():  # same bytes on any machine
+        with torch_init_seed(cfg.seed, "teacher_init", task.m):
             teacher = train_teacher(task, TeacherConfig(cfg.teacher_steps, lr=3e-3, d_model=cfg.d_model, n_layer=cfg.n_layer),
                                     torch_generator(cfg.seed, "teacher", task.m),
                                     progress=lambda s, l: prog.update(note=f"loss {l:.3f}"), device=device)
@@ -233,11 +233,12 @@ def run(cfg: ModAddConfig, stream: TextIO | None = None) -> dict:
     out = Path(cfg.out_dir)
     guard_resume(out, cfg)
     teachers = []
-    for m in cfg.m:
-        task = ModAddTask(cfg.p, m)
-        teacher, acc = get_teacher(cfg, task, stream)
-        eval_prompts = sample_prompts(task, cfg.n_eval, torch_generator(cfg.seed, "eval_prompts", m))
-        teachers.append({"m": m, "consistent_accuracy": acc, "chain_exact": evaluate(task, teacher, eval_prompts).chain_exact})
+    with one_torch_thread():  # the teachers are trained and measured here as the students are in the workers: same bytes on any machine
+        for m in cfg.m:
+            task = ModAddTask(cfg.p, m)
+            teacher, acc = get_teacher(cfg, task, stream)
+            eval_prompts = sample_prompts(task, cfg.n_eval, torch_generator(cfg.seed, "eval_prompts", m))
+            teachers.append({"m": m, "consistent_accuracy": acc, "chain_exact": evaluate(task, teacher, eval_prompts).chain_exact})
     jobs = [(cfg, m, eta, sig, w, k) for m in cfg.m for eta in cfg.etas for sig in cfg.teacher_signals
             for w in cfg.warm_starts for k in range(cfg.seeds)]
     workers = cfg.workers or default_workers()
