@@ -58,7 +58,11 @@ def predicted_crossover(bc: tuple[float, float], online: tuple[float, float], *,
     def gap(h: float) -> float:
         return a + b * h - c - d * np.log(h)
 
+    # gap' = b - d / H vanishes only at H = d / b, so gap is monotone between grid points once that
+    # point is on the grid: every sign change (and a tangent touch) is then seen by the grid.
     grid = np.geomspace(h_min, h_max, 4001)
+    if b != 0 and h_min < d / b < h_max:
+        grid = np.sort(np.append(grid, d / b))
     below = np.flatnonzero(gap(grid) <= 0)
     if below.size == 0:
         return float(h_min)

@@ -25,6 +25,7 @@ from shiftbounds.crossover import (
 @settings(max_examples=60, deadline=None)
 @given(h_star=st.floats(2.0, 1000.0), b=st.floats(0.01, 2.0), d=st.floats(0.1, 4.0), c=st.floats(-3.0, 3.0))
 @example(h_star=2.0, b=0.01, d=0.01 * 2.0 + 1e-3, c=0.0)  # the slopes nearly equal at the root
+@example(h_star=2.0, b=2.0, d=3.99609375, c=0.0)  # a dip below zero narrower than the grid's spacing
 def test_predicted_crossover_is_the_upper_root(h_star, b, d, c):
     """GIVEN BC's line a + b H through NAIL's c + d log H at H* with BC the steeper there WHEN the
     crossover is predicted THEN it is H* to rounding (the upper root of a convex difference)."""
