@@ -45,7 +45,7 @@ from shiftbounds.utils.stages import StageCache
 from shiftbounds.utils.stats import mean_ci
 
 BOUND_TOL = 1e-9
-FORMAT_VERSION = 3  # bump when a block's contents change, so stale saved blocks are recomputed (regime_cells is recomputed from blocks on every run)
+FORMAT_VERSION = 4  # bump when a block's contents change, so stale saved blocks are recomputed (regime_cells is recomputed from blocks on every run)
 MEMORY_MAX_H = 4  # the memory user's exact summary space (dense [H, S, A, S] kernels) is used up to this H
 
 
@@ -175,7 +175,7 @@ def regime_cells(cfg: RegimeConfig, blocks: dict) -> list[dict]:
                     means = {p: float(v.mean()) for p, v in J.items()}
                     order = sorted(means, key=means.get, reverse=True)
                     lead = compare(J[order[0]], J[order[1]])
-                    static = max(("static-myopic", "static-one-step"), key=means.get)
+                    static = max(("static-myopic", "static-one-step", "static-fitted-q"), key=means.get)
                     cal = compare(J["calibrated-shared"], J["interactive"])
                     ist = compare(J["interactive"], J[static])
                     cells.append({"real_user": user, "task": task, "H": H, "n": n, "accept_wrong": a, "leak": l,

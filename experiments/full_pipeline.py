@@ -47,14 +47,17 @@ from pathlib import Path
 import numpy as np
 
 from shiftbounds.dialogue.exact.study import prompted_paradigm, reference_results
+from shiftbounds.dialogue.neural import compounding as C
 from shiftbounds.dialogue.neural import measures as M
 from shiftbounds.dialogue.neural.pipeline import PipelineConfig, arms, comparisons, run_task_seed
 from shiftbounds.dialogue.prepare import make_task, prepare_task
-from shiftbounds.figures import plot_pipeline_curves, plot_pipeline_shifts, plot_pipeline_user_models
+from shiftbounds.figures import plot_compounding_sweep, plot_pipeline_curves, plot_pipeline_shifts, plot_pipeline_user_models
+from shiftbounds.tabular import greedy_policy, static_context_return
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import format_seconds
-from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference, plateau_step, seeds_for_power
+from shiftbounds.utils.seeding import numpy_rng
+from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference, plateau_step, ratio_of_means_ci, seeds_for_power
 from shiftbounds.utils.workers import default_workers, run_jobs
 
 PRESETS = {
@@ -67,6 +70,10 @@ PRESETS = {
     # 183 seeds on guess_number (0.030, SD 0.103), 330 on booking (0.015, SD 0.070); the larger is taken.
     # About 330 / 20 x 34 min = 9.4 h on 2 cores.
     "power": {"seeds": 330},
+    # compounding in learned agents: the same job at H = 2..6 against the memoryless real user (the
+    # memory user's exact view needs 8.7 GB per process at H = 5 and over 17 GB at H = 6); one
+    # task, 10 seeds per horizon, without the realism-tuned simulator
+    "sweep": {"sweep": (2, 3, 4, 5, 6), "real_user": "memoryless", "tasks": ("guess_number",), "seeds": 10, "realism_steps": 0},
     "gpu": {"n_logs": 5000, "d_model": 256, "n_layer": 4, "sft_steps": 3000, "disc_steps": 1000, "realism_steps": 500,
             "rl_steps": 3000, "goals_per_step": 64, "group": 8, "n_eval": 20000, "n_curve": 2000, "seeds": 20,
             "device": "auto"},
@@ -74,12 +81,63 @@ PRESETS = {
 
 
 def exact_references(cfg: PipelineConfig, task_name: str) -> dict:
-    """Exact ``J_real`` of the real-user optimum, ``pi_data`` and the exact Interactive-RL policy
-    (the optimum against the prompted simulator), from the tabular engine: the same for every seed."""
+    """Exact references from the tabular engine (the same for every seed): ``J_real`` of the
+    real-user optimum, ``pi_data`` and the exact Interactive-RL policy (the optimum against the
+    prompted simulator), and the exact optima of the training objectives the engine can compute:
+    ``J_sim`` against the prompted simulator, the real user's own return (the oracle's objective)
+    and Static Context RL's myopic ``J_static`` (greedy on the expected judged reward at every
+    logged context)."""
     prep = prepare_task(make_task(task_name, cfg.horizon, cfg.reward_source), cfg.real_user)
     refs = reference_results(prep)
+    inter = prompted_paradigm(prep, cfg.accept_wrong, cfg.leak)
+    static_opt = greedy_policy(prep.real_mdp.rewards)
     return {"optimal": refs["optimal"]["J_real"], "pi_data": refs["pi_data"]["J_real"],
-            "interactive_exact": prompted_paradigm(prep, cfg.accept_wrong, cfg.leak)["J_real"]}
+            "interactive_exact": inter["J_real"],
+            "objective_optimum": {"interactive": inter["J_train"], "oracle": refs["optimal"]["J_real"],
+                                  "static_myopic": float(static_context_return(prep.real_mdp, static_opt, prep.data_policy))}}
+
+
+OBJECTIVES = {"interactive": "J_sim", "oracle": "J_sim", "static_myopic": "J_static"}
+"""The arms whose training objective has an exact optimum in the tabular engine, and the measured
+value of that objective (``J_sim``: acceptance return against its training user; ``J_static``:
+the judge's expected reward at logged contexts). The other arms' objectives (a neural simulator's
+return, the one-step and AWR surrogates) have none."""
+
+
+def optimisation_rows(cfg: PipelineConfig, runs: list[dict]) -> list[dict]:
+    """Per task, every arm of :data:`OBJECTIVES` (and the SFT agent on ``J_static``): its own
+    training objective at the end (mean and 95 % CI over seeds) against that objective's exact
+    optimum; ``gap`` = optimum - final, the part of the objective the learner did not reach."""
+    out = []
+    for task in cfg.tasks:
+        rs = sorted((r for r in runs if r["task"] == task), key=lambda r: r["seed"])
+        opt = exact_references(cfg, task)["objective_optimum"]
+        for arm, key in [("sft", "J_static"), *OBJECTIVES.items()]:
+            vals = np.array([(r["sft"] if arm == "sft" else r["paradigms"][arm])[key] for r in rs])
+            e = mean_ci(vals)
+            target = opt["static_myopic" if arm == "sft" else arm]
+            out.append({"task": task, "paradigm": arm, "objective": key, "final": e.value, "final_ci": f"[{e.low:.3f}, {e.high:.3f}]",
+                        "exact_optimum": target, "gap": target - e.value, "gap_ci": f"[{target - e.high:.3f}, {target - e.low:.3f}]"})
+    return out
+
+
+def headroom_rows(cfg: PipelineConfig, runs: list[dict]) -> list[dict]:
+    """Per task and arm, the share of the oracle's headroom over Interactive RL the arm recovers:
+    ``mean(J_arm - J_int) / mean(J_oracle - J_int)`` over seeds (1 = as good as training against
+    the real user, 0 = no better than Interactive RL, < 0 worse), with a paired percentile
+    bootstrap interval over seeds; ``headroom`` is the denominator with its t-interval."""
+    out = []
+    for task in cfg.tasks:
+        rs = sorted((r for r in runs if r["task"] == task), key=lambda r: r["seed"])
+        J = {a: np.array([r["paradigms"][a]["J_real"] for r in rs]) for a in arms(cfg)}
+        J["sft"] = np.array([r["sft"]["J_real"] for r in rs])
+        den = J["oracle"] - J["interactive"]
+        h = mean_ci(den)
+        for arm in ("sft", *(a for a in arms(cfg) if a not in ("interactive", "oracle"))):
+            e = ratio_of_means_ci(J[arm] - J["interactive"], den, rng=numpy_rng(cfg.seed, "headroom", task, arm))
+            out.append({"task": task, "paradigm": arm, "share": e.value, "share_ci": f"[{e.low:.3f}, {e.high:.3f}]",
+                        "headroom": h.value, "headroom_ci": f"[{h.low:.3f}, {h.high:.3f}]"})
+    return out
 
 
 def _ci_cells(prefix: str, x: np.ndarray) -> dict:
@@ -156,11 +214,12 @@ def summarise(cfg: PipelineConfig, runs: list[dict]) -> tuple[list[dict], list[d
                  {"task": task, "paradigm": "pi_data (exact)", "J_real": refs["pi_data"]},
                  {"task": task, "paradigm": "Interactive RL optimum (exact)", "J_real": refs["interactive_exact"]},
                  {"task": task, "paradigm": "sft", **_ci_cells("J_real", np.array([r["sft"]["J_real"] for r in rs])),
-                  "success": float(np.mean([r["sft"]["success"] for r in rs]))}]
+                  "success": float(np.mean([r["sft"]["success"] for r in rs])),
+                  "J_static": float(np.mean([r["sft"]["J_static"] for r in rs]))}]
         for arm in arms(cfg):
             ps = [r["paradigms"][arm] for r in rs]
             row = {"task": task, "paradigm": arm}
-            for key in ("J_real", "success", "J_sim", "sim_gap"):
+            for key in ("J_real", "success", "J_sim", "J_static", "sim_gap"):
                 if key in ps[0]:
                     row.update(_ci_cells(key, np.array([p[key] for p in ps])) if key in ("J_real", "sim_gap")
                                else {key: float(np.mean([p[key] for p in ps]))})
@@ -214,13 +273,18 @@ def run(cfg: PipelineConfig) -> dict:
     paired = paired_rows(cfg, runs)
     power = power_rows(paired)
     plateau = plateau_rows(curves)
+    gaps = optimisation_rows(cfg, runs)
+    headroom = headroom_rows(cfg, runs)
     results = {"config": asdict(replace(cfg, workers=0)), "main": main, "paired": paired, "power": power, "plateau": plateau,
+               "optimisation": gaps, "headroom": headroom,
                "per_turn": per_turn, "simulators": sims, "curves": curves, "runs": runs}
     write_json(out / "results.json", results)
     write_csv(out / "main.csv", main)
     write_csv(out / "paired.csv", paired)
     write_csv(out / "power.csv", power)
     write_csv(out / "plateau.csv", plateau)
+    write_csv(out / "optimisation.csv", gaps)
+    write_csv(out / "headroom.csv", headroom)
     write_csv(out / "per_turn.csv", per_turn)
     write_csv(out / "curves.csv", curves)
     write_csv(out / "simulators.csv", sims)
@@ -230,7 +294,7 @@ def run(cfg: PipelineConfig) -> dict:
           f"arm); {cfg.seeds} seeds, 95 % CIs over seeds. J_real: judged return against the real user "
           f"(explicit ground-truth model); J_sim: the training simulator's own acceptance return. Exact rows come from "
           f"the tabular engine; `sft` is the shared starting point of every arm.\n\n"
-          + markdown_table(main, ["task", "paradigm", "J_real", "J_real_ci", "success", "J_sim", "sim_gap", "sim_gap_ci",
+          + markdown_table(main, ["task", "paradigm", "J_real", "J_real_ci", "success", "J_sim", "J_static", "sim_gap", "sim_gap_ci",
                                   "sum_eps", "sum_Delta", "sum_delta", "sum_rho"])
           + f"\n## Paired differences of J_real over seeds\n\nMean with 95 % t-interval over seeds; `p`: exact sign-flip "
             f"(permutation) p-value, on which `verdict` rests; `p_t`: the t-test's, for comparison. Family for Holm's "
@@ -239,6 +303,16 @@ def run(cfg: PipelineConfig) -> dict:
             f"`train_sd`: the rest.\n\n"
           + markdown_table(paired, ["task", "difference", "mean", "ci", "sd", "eval_sd", "train_sd", "p", "p_t", "verdict",
                                     "holm verdict"])
+          + "\n## The learner's ceiling: headroom recovered\n\n`oracle`: the same RL, budget and start trained against "
+            "the real user itself. `share` = mean(J_arm - J_interactive) / mean(J_oracle - J_interactive) over seeds "
+            "(1: as good as training on the real user; 0: no better than Interactive RL), 95 % paired bootstrap "
+            "interval over seeds; `headroom`: the denominator with its t-interval.\n\n"
+          + markdown_table(headroom, ["task", "paradigm", "share", "share_ci", "headroom", "headroom_ci"])
+          + "\n## Optimisation gaps\n\nEach arm's own training objective at the end (mean over seeds, 95 % CI) "
+            "against its exact optimum from the tabular engine, where one exists: `J_sim` of Interactive RL (the "
+            "prompted simulator) and of the oracle (the real user), `J_static` of myopic Static Context RL and of the "
+            "SFT agent it starts from. `gap` = optimum - final.\n\n"
+          + markdown_table(gaps, ["task", "paradigm", "objective", "final", "final_ci", "exact_optimum", "gap", "gap_ci"])
           + "\n## Seeds a comparison needs\n\nTwo-sided t-test at 0.05 / (family size), power 0.8, to detect the "
             "observed mean difference with the observed paired SD (`seeds_needed`; empty where the mean or SD is 0).\n\n"
           + markdown_table(power, ["task", "difference", "mean", "sd", "seeds_needed", "seeds_run"])
@@ -265,12 +339,65 @@ def run(cfg: PipelineConfig) -> dict:
     return results
 
 
+def exact_gaps(cfg: PipelineConfig, task_name: str, horizon: int) -> list[dict]:
+    """The exact end points' gaps and bounds at one horizon: the Interactive-RL optimum (``J_sim -
+    J_real``, Theorem 2) and the infinite-log static learner (``J_static - J_real``, Theorem 1)."""
+    prep = prepare_task(make_task(task_name, horizon, cfg.reward_source), cfg.real_user)
+    inter = prompted_paradigm(prep, cfg.accept_wrong, cfg.leak)
+    static = reference_results(prep)["static-infinite-data"]
+    return [{"H": horizon, "task": task_name, "paradigm": "interactive (exact)", "theorem": "theorem 2", "gap": inter["train_gap"],
+             "bound": inter["theorem2_rhs"]},
+            {"H": horizon, "task": task_name, "paradigm": "static, infinite logs (exact)", "theorem": "theorem 1",
+             "gap": static["train_gap"], "bound": static["theorem1_rhs"]}]
+
+
+def run_sweep(cfg: PipelineConfig) -> dict:
+    """``--sweep``: the job once per horizon (``<out_dir>/H<h>/``, each a complete run that resumes
+    on its own), then every arm's training-to-real gap against its bound over ``H``
+    (:mod:`shiftbounds.dialogue.neural.compounding`): ``sweep.csv`` (per horizon), ``growth.csv``
+    (slopes in ``H``), ``sweep.md``, ``results.json`` and the figure ``compounding``."""
+    out = Path(cfg.out_dir)
+    guard_resume(out, replace(cfg, workers=0))
+    by_h = {h: run(replace(cfg, horizon=h, sweep=(), out_dir=str(out / f"H{h}")))["runs"] for h in cfg.sweep}
+    span = 1.0 + make_task(cfg.tasks[0], cfg.sweep[0], cfg.reward_source).wrong_penalty
+    rows = C.sweep_rows(by_h, span)
+    exact = [g for task in cfg.tasks for h in cfg.sweep for g in exact_gaps(cfg, task, h)]
+    for g in exact:
+        g["gap_over_bound"] = g["gap"] / g["bound"] if g["bound"] > 0 else float("nan")
+    growth = C.growth_rows(by_h, span, rng=numpy_rng(cfg.seed, "sweep growth"))
+    results = {"config": asdict(replace(cfg, workers=0)), "reward_span": span, "sweep": rows, "exact": exact, "growth": growth}
+    write_json(out / "results.json", results)
+    write_csv(out / "sweep.csv", rows + exact)
+    write_csv(out / "growth.csv", growth)
+    cols = ["H", "task", "paradigm", "theorem", "gap", "gap_low", "gap_high", "bound", "gap_over_bound"]
+    atomic_write_text(out / "sweep.md", (
+        f"# Compounding in learned agents: the main job at H = {', '.join(map(str, cfg.sweep))}\n\nReal user: {cfg.real_user}; "
+        f"{cfg.seeds} seeds per horizon; the rest as in the main job (`config.json`). `gap`: J_static - J_real for Static "
+        f"Context RL arms (bounded by Theorem 1, R sum_t B(eps)_t), J_sim - J_real for simulator-trained arms (Theorem 2, "
+        f"R sum_t B(delta)_t + sum_t rho_t), R = {span:g}; mean over seeds with 95 % t-interval, and the bound's mean over "
+        f"seeds; the oracle has no simulator gap. Exact rows: the end points of exact training (tabular engine).\n\n"
+        + markdown_table(rows + exact, cols)
+        + "\n## Growth in H\n\nLog-log slopes over every (horizon, seed) with stratified bootstrap 95 % CIs: `gap` (|gap|), "
+          "`bound`, and `ratio` (|gap| / bound: 0 = the gap grows as fast as its bound, below 0 = the bound loosens). "
+          "Quadratic compounding is a slope of 2.\n\n"
+        + markdown_table(growth, ["task", "paradigm", "horizons", "points", "zero_gaps", "gap_slope", "gap_slope_ci",
+                                  "bound_slope", "bound_slope_ci", "ratio_slope", "ratio_slope_ci"])))
+    plot_compounding_sweep(results, out / "compounding")
+    return results
+
+
 def main(argv: list[str] | None = None) -> dict:
     argv = list(sys.argv[1:] if argv is None else argv)
     cfg = parse_config(PipelineConfig, __doc__, PRESETS, argv, name="experiments.full_pipeline")
+    if cfg.sweep:
+        results = exit_on_stale(run_sweep, cfg)
+        print((Path(cfg.out_dir) / "sweep.md").read_text())
+        print(f"wrote {cfg.out_dir}: sweep.md, sweep.csv, growth.csv, results.json, compounding.png/pdf, and one full run per horizon under H<h>/")
+        return results
     results = exit_on_stale(run, cfg)
     print((Path(cfg.out_dir) / "results.md").read_text())
-    print(f"wrote {cfg.out_dir}: results.md, results.json, main.csv, paired.csv, power.csv, plateau.csv, per_turn.csv, curves.csv, simulators.csv, "
+    print(f"wrote {cfg.out_dir}: results.md, results.json, main.csv, paired.csv, power.csv, plateau.csv, headroom.csv, optimisation.csv, "
+          "per_turn.csv, curves.csv, simulators.csv, "
           "timings.md, figures")
     return results
 

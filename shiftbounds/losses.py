@@ -155,6 +155,17 @@ def group_advantages(rewards: torch.Tensor, group_size: int, normalise: bool = F
     return adv.reshape(-1)
 
 
+def awr_weights(returns: torch.Tensor, baseline: torch.Tensor, scale: float | torch.Tensor, beta: float = 1.0,
+                max_weight: float = 20.0) -> torch.Tensor:
+    """Advantage-weighted regression's weights ``min(exp((R - b) / (scale * beta)), max_weight)``
+    for logged returns ``R`` with baseline ``b`` (broadcast) and advantage scale ``scale > 0``
+    (e.g. the returns' standard deviation): the weight of each logged action in a weighted
+    likelihood, ``-w log pi(a)`` (:func:`policy_gradient_loss` with ``w`` as the advantages)."""
+    if beta <= 0 or max_weight <= 0 or float(scale) <= 0:
+        raise ValueError(f"awr_weights needs beta > 0, max_weight > 0 and scale > 0; got {beta}, {max_weight}, {float(scale)}")
+    return torch.exp((returns - baseline) / (scale * beta)).clamp(max=max_weight)
+
+
 KL_ESTIMATORS = ("exact", "sampled")
 
 

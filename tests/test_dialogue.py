@@ -10,7 +10,7 @@ import pytest
 from shiftbounds.dialogue.exact.agents import behaviour_cloning
 from shiftbounds.dialogue.exact.calibration import fit_count_model, fit_shared_model
 from shiftbounds.dialogue.exact.paradigms import logged_contexts, static_context_rl
-from shiftbounds.dialogue.exact.study import logged_paradigms, prompted_paradigm
+from shiftbounds.dialogue.exact.study import logged_paradigms, prompted_paradigm, reference_results
 from shiftbounds.dialogue.logs import read_jsonl, split, write_jsonl
 from shiftbounds.dialogue.prepare import data_policy, make_task, prepare_task, sample_logs
 from shiftbounds.dialogue.summary import DONE, build_space, next_state, posterior, success_rewards, user_mdp
@@ -239,3 +239,66 @@ def test_data_policy_and_success_rewards():
         data_policy(space, noise=2.0)
     assert success_rewards(space, real_user(space.task))[0].sum() == 0.0
     assert space.states[0] == DONE
+
+
+def test_log_linear_fit_recovers_its_weights():
+    """GIVEN act counts drawn in expectation from a log-linear policy over the study's act features
+    WHEN the weights are fitted by maximum likelihood THEN they are recovered (the fit is exact up
+    to its small L2 penalty)."""
+    from shiftbounds.dialogue.exact.agents import ACT_FEATURES, act_features, fit_log_linear, log_linear_policy
+
+    prep = prepare_task(make_task("guess_number", 3))  # with memory: "answered already" is a feature of its own
+    F = act_features(prep.space)
+    assert F.shape == (3, prep.space.n_states, prep.task.n_actions, len(ACT_FEATURES))
+    w = np.array([0.3, 1.0, 0.5, -0.7, 2.0, 0.8, 1.5, 1.0])
+    counts = 1e5 * log_linear_policy(F, w)
+    np.testing.assert_allclose(fit_log_linear(F, counts, l2=1e-9), w, atol=1e-3)
+
+
+def test_shared_behaviour_cloning_acts_like_the_logs_where_counts_cannot():
+    """GIVEN 20 logged dialogues WHEN the shared-parameter SFT model is fitted THEN its return is
+    within 0.06 of pi_data's while the count model (uniform where it saw nothing) is far below;
+    both are distributions, and where the logs are plentiful the shared model follows the counts."""
+    from shiftbounds.dialogue.exact.agents import shared_behaviour_cloning
+    from shiftbounds.dialogue.exact.study import evaluate
+
+    prep = prepare_task(make_task("guess_number", 4))
+    logs = sample_logs(prep, 20, rng=np.random.default_rng(7))
+    shared, count = shared_behaviour_cloning(prep.space, logs), behaviour_cloning(prep.space, logs)
+    np.testing.assert_allclose(shared.sum(-1), 1.0)
+    J = {k: evaluate(prep, p)["J_real"] for k, p in (("shared", shared), ("count", count), ("data", prep.data_policy))}
+    assert abs(J["shared"] - J["data"]) < 0.06 and J["count"] < J["data"] - 0.2, J
+    many = sample_logs(prep, 3000, rng=np.random.default_rng(8))
+    pi = shared_behaviour_cloning(prep.space, many)
+    # the start summary is visited by every dialogue: the counts dominate the prior there
+    np.testing.assert_allclose(pi[0, 1], prep.data_policy[0, 1], atol=0.03)
+
+
+def test_fitted_q_acts_within_the_logs_and_improves_on_them():
+    """GIVEN logs WHEN fitted Q is solved THEN at every logged context it picks a logged act,
+    elsewhere it keeps the SFT policy; without pessimism a single logged dialogue is replayed act by
+    act. With plentiful logs it beats one-step improvement even with infinite
+    logs (the whole multi-turn return, not one step of it) and stays below the optimum."""
+    from shiftbounds.dialogue.exact.paradigms import fitted_q
+    from shiftbounds.dialogue.exact.study import evaluate
+
+    prep = prepare_task(make_task("booking", 3))
+    logs = sample_logs(prep, 60, rng=np.random.default_rng(9))
+    sft = behaviour_cloning(prep.space, logs)
+    pi = fitted_q(prep.space, logs, sft)
+    seen = logged_contexts(prep.space, logs)
+    np.testing.assert_array_equal(pi[~seen], sft[~seen])
+    taken = np.zeros_like(pi, dtype=bool)
+    for d in logs:
+        for t, (s, a) in enumerate(zip(d.states, d.actions)):
+            taken[t, s, a] = True
+    assert (pi[seen] > 0.5).sum() == seen.sum() and taken[seen][pi[seen] > 0.5].all()
+    one = logs[:1]
+    replay = fitted_q(prep.space, one, sft, pessimism=0.0)
+    for t, (s, a) in enumerate(zip(one[0].states, one[0].actions)):
+        assert replay[t, s, a] == 1.0
+    gn = prepare_task(make_task("guess_number", 3))
+    big = sample_logs(gn, 3000, rng=np.random.default_rng(10))
+    J_q = evaluate(gn, fitted_q(gn.space, big, behaviour_cloning(gn.space, big)))["J_real"]
+    refs = reference_results(gn)
+    assert J_q > refs["static-infinite-data"]["J_real"] + 0.05 and J_q <= refs["optimal"]["J_real"] + 1e-12

@@ -164,10 +164,57 @@ def test_neural_user_rollout_and_static_rl(tiny):
     ro = rollout(vocab, agent, NeuralUser(vocab, net), torch.zeros(8, dtype=torch.long), generator=torch.Generator().manual_seed(0))
     assert torch.isfinite(ro.user_probs).all()
     logs = encode(vocab, sample_logs(prep, 50, rng=np.random.default_rng(2)))
-    for reward in ("myopic", "one_step"):
+    for reward in ("myopic", "one_step", "awr"):
         a, _ = train_agent(vocab, agent, "static", RLConfig(steps=3, goals_per_step=4, group=2, static_reward=reward),
                            torch.Generator().manual_seed(0), logs=logs)
         assert all(torch.isfinite(p).all() for p in a.parameters())
+        assert any(not torch.equal(p, q) for p, q in zip(a.parameters(), agent.parameters())), reward  # training moved it
+
+
+def test_awr_raises_the_likelihood_of_logged_acts_that_paid(tiny):
+    """GIVEN logs of pi_data WHEN the agent is trained by advantage-weighted regression on them (no
+    KL) THEN the log-likelihood of the logged acts with positive advantage (return-to-go above the
+    turn's mean) rises more than that of the acts with negative advantage: the weights, not plain
+    behaviour cloning, drive it."""
+    prep, vocab, agent = tiny
+    logs = encode(vocab, sample_logs(prep, 400, rng=np.random.default_rng(3)))
+    from shiftbounds.dialogue.neural.training import awr_baseline
+
+    base, scale = awr_baseline(logs)
+    mask = logs["turn_mask"].bool()
+    assert base.shape == (3,) and scale > 0
+    assert torch.allclose(base[0], logs["togo"][:, 0][mask[:, 0]].mean())
+    good = mask & (logs["togo"] > base)
+    bad = mask & (logs["togo"] < base)
+
+    def loglik(net):
+        with torch.no_grad():
+            lp = torch.log_softmax(agent_turn_logits(vocab, net, logs["agent_view"]), -1)
+        lp = lp.gather(-1, logs["actions"].clamp_min(0)[..., None])[..., 0]
+        return lp[good].mean().item(), lp[bad].mean().item()
+
+    trained, _ = train_agent(vocab, agent, "static", RLConfig(steps=40, goals_per_step=8, group=2, lr=3e-3, kl_coef=0.0,
+                                                               static_reward="awr"), torch.Generator().manual_seed(0), logs=logs)
+    (g0, b0), (g1, b1) = loglik(agent), loglik(trained)
+    assert g1 - g0 > b1 - b0 + 0.05, (g0, g1, b0, b1)
+
+
+def test_static_objective_sums_the_judged_reward_of_alive_turns(tiny):
+    """GIVEN encoded logs WHEN J_static is measured THEN it equals the explicit sum over alive turns
+    of sum_a pi(a | history) * judge(a, goal), averaged over dialogues, and it is 0 for no turns."""
+    prep, vocab, agent = tiny
+    data = encode(vocab, sample_logs(prep, 30, rng=np.random.default_rng(4)))
+    with torch.no_grad():
+        probs = torch.softmax(agent_turn_logits(vocab, agent, data["agent_view"]), -1)
+    total = 0.0
+    for i in range(30):
+        for t in range(3):
+            if data["turn_mask"][i, t]:
+                g = int(data["goals"][i])
+                total += sum(float(probs[i, t, a]) * (0.0 if a < prep.task.n_questions else 1.0 if a - prep.task.n_questions == g
+                                                     else -prep.task.wrong_penalty) for a in range(prep.task.n_actions))
+    assert M.static_objective(vocab, agent, data) == pytest.approx(total / 30, rel=1e-5)
+    assert M.static_objective(vocab, agent, {**data, "turn_mask": torch.zeros_like(data["turn_mask"])}) == 0.0
 
 
 def test_inverse_cdf_draws_the_law_and_common_noise_pairs_agents(tiny):
@@ -199,7 +246,7 @@ def test_full_pipeline_smoke_and_resume(tmp_path):
         assert (out / name).exists(), name
     rows = {(r["task"], r["paradigm"]) for r in res["main"]}
     arms = ("real-user optimum (exact)", "pi_data (exact)", "Interactive RL optimum (exact)", "sft", "static_myopic",
-            "static_one_step", "interactive", "calibrated", "calibrated_realism")
+            "static_one_step", "static_awr", "interactive", "calibrated", "calibrated_realism", "oracle")
     assert rows == {(t, p) for t in ("guess_number", "booking") for p in arms}
     diffs = {(r["task"], r["difference"]): r for r in res["paired"]}
     for t in ("guess_number", "booking"):
@@ -209,14 +256,26 @@ def test_full_pipeline_smoke_and_resume(tmp_path):
         assert r["mean"] == pytest.approx(np.mean(per_seed)) and r["low"] <= r["mean"] <= r["high"]
         assert r["verdict"] == "not significant" and r["p"] >= 0.5  # two seeds: the smallest sign-flip p is 2 / 4
         assert r["eval_sd"] > 0 and r["train_sd"] ** 2 == pytest.approx(max(0.0, r["sd"] ** 2 - r["eval_sd"] ** 2))
-        assert (t, "static_one_step - sft") in diffs
+        assert (t, "static_one_step - sft") in diffs and (t, "calibrated - static_awr") in diffs
+        # the learner's ceiling: each share is the ratio of the mean paired differences to the oracle's headroom
+        runs = [x for x in res["runs"] if x["task"] == t]
+        J = lambda arm: np.array([x["paradigms"][arm]["J_real"] for x in runs])  # noqa: E731
+        share = next(h for h in res["headroom"] if h["task"] == t and h["paradigm"] == "calibrated")
+        assert share["share"] == pytest.approx(np.mean(J("calibrated") - J("interactive")) / np.mean(J("oracle") - J("interactive")))
+        gaps = {g["paradigm"]: g for g in res["optimisation"] if g["task"] == t}
+        assert set(gaps) == {"sft", "interactive", "oracle", "static_myopic"}
+        assert gaps["oracle"]["exact_optimum"] == next(r["J_real"] for r in res["main"] if r["task"] == t
+                                                       and r["paradigm"] == "real-user optimum (exact)")
+        # no neural agent beats an exact optimum of its own objective beyond its seeds' noise
+        assert all(float(g["gap_ci"].strip("[]").split(",")[1]) > 0 for g in gaps.values())
     cfg = parse_config(fp.PipelineConfig, "", fp.PRESETS, ["--preset", "smoke", "--out-dir", str(out)], name="experiments.full_pipeline")
     again = fp.run(cfg)
     assert again["main"] == res["main"] and again["paired"] == res["paired"]
 
 
 @pytest.mark.parametrize("args, match", [
-    (["--horizon", "9"], "--horizon must lie in"),
+    (["--horizon", "9"], "--horizon and --sweep must lie in"),
+    (["--sweep", "3,2"], "--sweep must list"),
     (["--seeds", "1"], "--seeds must be >= 2"),
     (["--tasks", "chess"], "--tasks must name tasks"),
     (["--group", "1"], "group >= 2"),
@@ -225,3 +284,37 @@ def test_full_pipeline_bad_options(args, match, capsys):
     with pytest.raises(SystemExit):
         fp.main(args)
     assert match in capsys.readouterr().err
+
+
+def test_gap_and_bound_pick_each_arms_theorem():
+    """GIVEN one arm's measurements WHEN its gap and bound are read THEN a simulator-trained arm gets
+    Theorem 2 (J_sim - J_real against R sum_t B(delta)_t + sum_t rho_t), a logs-trained one Theorem 1
+    (J_static - J_real against R sum_t B(eps)_t), and an arm trained on the real user none."""
+    from shiftbounds.dialogue.neural.compounding import gap_and_bound
+
+    sim = {"J_real": 0.2, "J_sim": 0.5, "delta": {"mean": [0.1, 0.2, 0.0]}, "rho": {"mean": [0.0, 0.05, 0.0]}}
+    theorem, gap, bound = gap_and_bound(sim, 1.3)
+    assert theorem == "theorem 2" and gap == pytest.approx(0.3) and bound == pytest.approx(1.3 * (0 + 0.1 + 0.3) + 0.05)
+    static = {"J_real": 0.4, "J_static": 0.1, "eps": {"mean": [0.5, 0.6, 0.7]}}
+    theorem, gap, bound = gap_and_bound(static, 1.3)
+    assert theorem == "theorem 1" and gap == pytest.approx(-0.3) and bound == pytest.approx(1.3 * (0 + 0.5 + 1.0))
+    assert gap_and_bound({**sim, "delta": {"mean": [0.0] * 3}, "rho": {"mean": [0.0] * 3}}, 1.3) is None
+
+
+def test_full_pipeline_sweep_smoke(tmp_path):
+    """GIVEN the smoke settings at two horizons WHEN the sweep runs THEN every arm but the oracle has a
+    gap and a positive bound at both horizons and growth slopes, the exact end points obey their
+    theorems, and a rerun reuses every horizon's run and gives the same rows."""
+    out = tmp_path / "sweep"
+    args = ["--preset", "smoke", "--tasks", "guess_number", "--sweep", "2,3", "--realism-steps", "0", "--out-dir", str(out)]
+    res = fp.main(args)
+    for name in ("sweep.md", "sweep.csv", "growth.csv", "results.json", "compounding.png", "compounding.pdf", "H2/results.json", "H3/main.csv"):
+        assert (out / name).exists(), name
+    arms = {(r["paradigm"], r["H"]) for r in res["sweep"]}
+    expected = {"static_myopic", "static_one_step", "static_awr", "interactive", "calibrated"}
+    assert arms == {(a, h) for a in expected for h in (2, 3)}
+    assert {g["paradigm"] for g in res["growth"]} == expected
+    assert all(r["bound"] > 0 for r in res["sweep"]) and all(r["bound"] > 0 for r in res["exact"])
+    assert all(abs(r["gap"]) <= r["bound"] + 1e-9 for r in res["exact"])  # the exact end points obey the theorems
+    again = fp.main(args)
+    assert again["sweep"] == res["sweep"]

@@ -135,3 +135,31 @@ def test_plateau_step_finds_the_first_point_after_the_last_excursion():
     assert plateau_step(steps[:3], [0.1, 0.2, 0.3], tol=0.03, tail=3) is None
     with pytest.raises(ValueError, match="equal-length"):
         plateau_step(steps, [0.1], tol=0.1)
+
+
+def test_ratio_of_means_ci_is_paired_and_bounded():
+    """GIVEN per-seed numerators and denominators WHEN the ratio of their means is estimated THEN the
+    point is the ratio, the paired bootstrap interval contains it, a numerator that is a fixed
+    multiple of the denominator gives a zero-width interval (the pairing cancels the noise), and a
+    zero-mean denominator gives nan."""
+    rng = np.random.default_rng(0)
+    den = rng.normal(1.0, 0.3, 12)
+    num = 0.4 * den + rng.normal(0, 0.05, 12)
+    e = stats.ratio_of_means_ci(num, den, rng=np.random.default_rng(1))
+    assert e.value == pytest.approx(num.mean() / den.mean()) and e.low <= e.value <= e.high
+    fixed = stats.ratio_of_means_ci(0.4 * den, den, rng=np.random.default_rng(1))
+    assert fixed.low == pytest.approx(0.4) and fixed.high == pytest.approx(0.4)
+    assert np.isnan(stats.ratio_of_means_ci(num, np.array([1.0, -1.0] * 6), rng=np.random.default_rng(1)).value)
+    with pytest.raises(ValueError, match="paired samples"):
+        stats.ratio_of_means_ci(num, den[:5], rng=rng)
+
+
+def test_awr_weights():
+    import torch
+
+    from shiftbounds.losses import awr_weights
+
+    w = awr_weights(torch.tensor([0.0, 1.0, 10.0]), torch.tensor(0.0), 0.5)
+    assert torch.allclose(w, torch.tensor([1.0, float(np.exp(2.0)), 20.0]))
+    with pytest.raises(ValueError, match="scale > 0"):
+        awr_weights(torch.zeros(2), torch.tensor(0.0), 0.0)

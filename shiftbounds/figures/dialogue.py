@@ -10,8 +10,9 @@ import numpy as np
 from shiftbounds.dialogue.neural.measures import USER_RATES
 from shiftbounds.figures.common import grouped_bars, shifts_against_bounds
 from shiftbounds.utils.plotting import new_figure, save_figure, series_style
+from shiftbounds.utils.stats import mean_ci
 
-SHORT = {"static-myopic": "SM", "static-one-step": "S1", "interactive": "I",
+SHORT = {"static-myopic": "SM", "static-one-step": "S1", "static-fitted-q": "SQ", "interactive": "I",
          "calibrated-count": "Cc", "calibrated-shared": "Cs", "tie": "="}
 
 
@@ -23,7 +24,7 @@ def plot_regime_per_turn(results: dict, stem: Path) -> list[Path]:
     fig, axes = new_figure(ncols=2, nrows=len(tasks), width=3.5, height=2.5)
     for row, task in enumerate(tasks):
         per = results["main"][task]["per_seed"][0]
-        shifts_against_bounds(axes[row, 0], [(n, per[n]["Delta"], per[n]["B_eps"]) for n in ("static-myopic", "static-one-step")],
+        shifts_against_bounds(axes[row, 0], [(n, per[n]["Delta"], per[n]["B_eps"]) for n in ("static-myopic", "static-one-step", "static-fitted-q")],
                               shift=r"\Delta_t", bound=r"B(\epsilon)_t")
         axes[row, 0].set_title(f"{task}: policy shift (static)")
         names = ("interactive", "calibrated-count", "calibrated-shared")
@@ -92,24 +93,61 @@ def _arms(results: dict) -> list[str]:
 
 
 def plot_pipeline_curves(results: dict, stem: Path) -> list[Path]:
-    """``J_real`` (solid) and the training objective ``J_sim`` (dotted) against agent tokens, per task."""
+    """Per task, ``J_real`` (top) and each arm's training return ``J_sim`` (bottom) against agent
+    tokens: the mean over seeds with its 95 % t-band, the exact references of the main table
+    (real-user optimum, ``pi_data``, the Interactive-RL optimum) as grey lines, and the legend
+    below the panels."""
     tasks, curves = results["config"]["tasks"], results["curves"]
-    fig, axes = new_figure(ncols=len(tasks), width=3.4, height=2.6)
+    fig, axes = new_figure(ncols=len(tasks), nrows=2, width=3.4, height=2.4)
+    ref_styles = ("-", "--", "-.", ":")
     for j, task in enumerate(tasks):
-        ax = axes[0, j]
         for i, paradigm in enumerate(_arms(results)):
             rows = [c for c in curves if c["task"] == task and c["paradigm"] == paradigm]
             steps = sorted({c["agent_tokens"] for c in rows})
-            mean = lambda key, s: np.mean([c[key] for c in rows if c["agent_tokens"] == s])  # noqa: E731
             st = series_style(i)
-            ax.plot(steps, [mean("J_real", s) for s in steps], label=f"{paradigm}: real", **st)
-            if rows and rows[0]["J_sim"] is not None:
-                ax.plot(steps, [mean("J_sim", s) for s in steps], color=st["color"], linestyle=":", linewidth=1.0,
-                        label=f"{paradigm}: simulator")
-        ax.set_xlabel("agent tokens generated")
-        ax.set_ylabel("return")
-        ax.set_title(task)
-    axes[0, 0].legend(frameon=False, fontsize=6)
+            for ax, key, label in ((axes[0, j], "J_real", paradigm), (axes[1, j], "J_sim", None)):
+                if not rows or rows[0][key] is None:
+                    continue
+                est = [mean_ci(np.array([c[key] for c in rows if c["agent_tokens"] == s])) for s in steps]
+                ax.plot(steps, [e.value for e in est], label=label, **st)
+                ax.fill_between(steps, [e.low for e in est], [e.high for e in est], color=st["color"], alpha=0.15, linewidth=0)
+        refs = [r for r in results["main"] if r["task"] == task and r["paradigm"].endswith("(exact)")]
+        for k, r in enumerate(refs):
+            axes[0, j].axhline(r["J_real"], color="0.4", linewidth=0.8, linestyle=ref_styles[k % len(ref_styles)], label=r["paradigm"])
+        axes[0, j].set_title(task)
+        axes[0, j].set_ylabel("J_real (judge, real user)")
+        axes[1, j].set_ylabel("J_sim (training user)")
+        axes[1, j].set_xlabel("agent tokens generated")
+    handles, labels = axes[0, 0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="outside lower center", ncol=4, frameon=False, fontsize=6)
+    return save_figure(fig, stem)
+
+
+def plot_compounding_sweep(results: dict, stem: Path) -> list[Path]:
+    """Per task, every arm's training-to-real gap against ``H`` (solid, mean with 95 % t-band over
+    seeds) with its bound (dashed, same colour): Theorem 1 for the Static Context RL arms (left),
+    Theorem 2 for the simulator-trained arms (right); the exact end points in grey."""
+    tasks = list(dict.fromkeys(r["task"] for r in results["sweep"]))
+    fig, axes = new_figure(ncols=2, nrows=len(tasks), width=3.4, height=2.6)
+    for j, task in enumerate(tasks):
+        for col, theorem in enumerate(("theorem 1", "theorem 2")):
+            ax = axes[j, col]
+            rows = [r for r in results["sweep"] if r["task"] == task and r["theorem"] == theorem]
+            for i, arm in enumerate(dict.fromkeys(r["paradigm"] for r in rows)):
+                rs = [r for r in rows if r["paradigm"] == arm]
+                H = [r["H"] for r in rs]
+                st = series_style(i + 3 * col)
+                ax.plot(H, [r["gap"] for r in rs], label=f"{arm}: gap", **st)
+                ax.fill_between(H, [r["gap_low"] for r in rs], [r["gap_high"] for r in rs], color=st["color"], alpha=0.15, linewidth=0)
+                ax.plot(H, [r["bound"] for r in rs], color=st["color"], linestyle="--", linewidth=1.0, label=f"{arm}: bound")
+            for k, arm in enumerate(dict.fromkeys(r["paradigm"] for r in results["exact"] if r["theorem"] == theorem)):
+                rs = [r for r in results["exact"] if r["task"] == task and r["paradigm"] == arm]
+                ax.plot([r["H"] for r in rs], [r["gap"] for r in rs], color="0.4", marker="x", linewidth=0.8, label=f"{arm}: gap")
+                ax.plot([r["H"] for r in rs], [r["bound"] for r in rs], color="0.4", linestyle=":", linewidth=0.8, label=f"{arm}: bound")
+            ax.set_xlabel("agent turns H")
+            ax.set_ylabel("J_train - J_real")
+            ax.set_title(f"{task}: {theorem} ({'static' if col == 0 else 'simulator'})")
+            ax.legend(frameon=False, fontsize=5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return save_figure(fig, stem)
 
 

@@ -13,7 +13,7 @@ from shiftbounds.utils.io import atomic_replace
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
 LINESTYLES = ("-", "--", "-.", ":")
 GREYS = ("0.0", "0.35", "0.6", "0.8")
-COLORS = ("#1b4f72", "#b03a2e", "#1e8449", "#7d3c98", "#b9770e", "#5d6d7e")
+COLORS = ("#1b4f72", "#b03a2e", "#1e8449", "#7d3c98", "#b9770e", "#5d6d7e", "#111111")
 
 STYLE = {
     "figure.dpi": 110,

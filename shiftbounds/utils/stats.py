@@ -40,6 +40,24 @@ def mean_ci(x: np.ndarray, level: float = 0.95) -> Estimate:
     return Estimate(m, m - half, m + half, level)
 
 
+def ratio_of_means_ci(num: np.ndarray, den: np.ndarray, *, rng: np.random.Generator, n_boot: int = 4000,
+                      level: float = 0.95) -> Estimate:
+    """``mean(num) / mean(den)`` over paired samples (e.g. per-seed differences) with a paired
+    percentile bootstrap interval (the same resampled indices for both). Bootstrap draws whose
+    denominator mean is 0 count as infinite; ``nan`` when the denominator's mean is 0."""
+    num, den = np.asarray(num, float).ravel(), np.asarray(den, float).ravel()
+    if num.shape != den.shape or num.size < 2:
+        raise ValueError(f"need paired samples of the same length >= 2; got {num.size} and {den.size}")
+    if den.mean() == 0:
+        return Estimate(float("nan"), float("nan"), float("nan"), level)
+    idx = rng.integers(num.size, size=(n_boot, num.size))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = num[idx].mean(1) / den[idx].mean(1)
+    b = np.where(np.isnan(b), np.inf, b)
+    lo, hi = np.quantile(b, [0.5 - level / 2, 0.5 + level / 2])
+    return Estimate(float(num.mean() / den.mean()), float(lo), float(hi), level)
+
+
 def proportion_ci(successes: int, n: int, level: float = 0.95) -> Estimate:
     """Wilson score interval for a proportion ``successes / n``."""
     if n <= 0 or not 0 <= successes <= n:

@@ -9,6 +9,10 @@ Every paradigm starts from the same logs (``n`` dialogues of ``pi_data`` with th
   context (this maximises the empirical ``J_static``); ``one_step`` maximises the return-to-go of
   the logged continuation for logged actions (immediate judged reward for the others): one step
   of policy improvement over ``pi_data``.
+* **Fitted Q on the logs** (:func:`fitted_q`), the multi-turn logs-only baseline: dynamic
+  programming on the empirical model of the logs (transitions and judged rewards of every logged
+  (turn, summary, act)), acting only among logged acts (a support constraint), the SFT policy
+  elsewhere. It optimises the multi-turn return from the logs alone.
 * **Interactive RL**: the optimal policy against the prompt-based simulator (exact DP).
 * **Calibrated Interactive RL**: the optimal policy against a simulator fitted to the same logs
   (:mod:`shiftbounds.dialogue.exact.calibration`), count model or shared-parameter model.
@@ -79,6 +83,43 @@ def static_context_rl(space: SummarySpace, dialogues: list[Dialogue], sft_policy
         Q[logged] = total[logged] / count[logged]
     pi = sft_policy.copy()
     pi[seen] = greedy_policy(Q[seen])
+    return pi
+
+
+def fitted_q(space: SummarySpace, dialogues: list[Dialogue], sft_policy: np.ndarray, *, pessimism: float = 1.0) -> np.ndarray:
+    """The multi-turn logs-only learner's policy ``[H, S, A]`` (see the module docstring):
+    ``Q_t(s, a) = r_hat_t(s, a) + sum_s' T_hat_t(s' | s, a) V_{t+1}(s') - pessimism * R / sqrt(N_t(s, a))``
+    on logged ``(t, s, a)``, with the empirical means of the logged judged rewards and next
+    summaries, ``R`` the judge's reward span and ``V_t(s) = max`` over logged acts; a dialogue that
+    ended (``DONE``, or after turn ``H``) has value 0. The lower-confidence penalty keeps the
+    maximum from chasing acts that paid once in few tries (without it, on ``booking`` with 500 logs
+    the learner falls far below ``pi_data``); ``pessimism = 1`` was fixed on development log draws
+    (docs/experiments.md)."""
+    H, S, A = space.task.horizon, space.n_states, space.task.n_actions
+    count = np.zeros((H, S, A))
+    reward = np.zeros((H, S, A))
+    nxt = np.zeros((H, S, A, S))
+    for d in dialogues:
+        for t, (s, a, r) in enumerate(zip(d.states, d.actions, d.rewards)):
+            count[t, s, a] += 1
+            reward[t, s, a] += r
+            if t + 1 < len(d.states):
+                nxt[t, s, a, d.states[t + 1]] += 1
+            # else the dialogue ended after this turn (accepted, quit, or the horizon): value 0
+    logged = count > 0
+    n = np.maximum(count, 1.0)
+    r_hat, T_hat = reward / n, nxt / n[..., None]
+    span = 1.0 + space.task.wrong_penalty
+    V = np.zeros(S)
+    pi = sft_policy.copy()
+    for t in reversed(range(H)):
+        Q = np.where(logged[t], r_hat[t] + T_hat[t] @ V - pessimism * span / np.sqrt(n[t]), -np.inf)
+        seen = logged[t].any(-1)
+        pi[t, seen] = greedy_policy(Q[seen])
+        V_next = np.zeros(S)
+        V_next[seen] = Q[seen].max(-1)
+        V_next[0] = 0.0  # DONE
+        V = V_next
     return pi
 
 

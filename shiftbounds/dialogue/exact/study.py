@@ -11,17 +11,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from shiftbounds.dialogue.exact.agents import behaviour_cloning
+from shiftbounds.dialogue.exact.agents import behaviour_cloning, shared_behaviour_cloning
 from shiftbounds.dialogue.exact.calibration import fit_count_model, fit_shared_model
-from shiftbounds.dialogue.exact.paradigms import evaluate_policy, interactive_rl, static_context_rl
+from shiftbounds.dialogue.exact.paradigms import evaluate_policy, fitted_q, interactive_rl, static_context_rl
 from shiftbounds.dialogue.logs import Dialogue
 from shiftbounds.dialogue.prepare import PreparedTask
 from shiftbounds.dialogue.summary import user_mdp
 from shiftbounds.dialogue.tasks import prompted_simulator
 from shiftbounds.tabular import TabularMDP, greedy_policy, optimal_policy, q_values
 
-ARMS = ("static-myopic", "static-one-step", "interactive", "calibrated-count", "calibrated-shared")
-REFERENCES = ("optimal", "pi_data", "static-infinite-data", "sft")
+ARMS = ("static-myopic", "static-one-step", "static-fitted-q", "interactive", "calibrated-count", "calibrated-shared")
+REFERENCES = ("optimal", "pi_data", "static-infinite-data", "sft", "sft-count")
 
 
 def evaluate(prep: PreparedTask, policy: np.ndarray, train_mdp: TabularMDP | None = None) -> dict:
@@ -48,15 +48,20 @@ def reference_results(prep: PreparedTask) -> dict:
 
 
 def logged_paradigms(prep: PreparedTask, logs: list[Dialogue], count_alpha: float = 1.0) -> dict:
-    """SFT, both Static Context RL variants and both calibrated simulators from the same logs."""
-    sft = behaviour_cloning(prep.space, logs)
+    """From the same logs: SFT (the shared-parameter model of
+    :func:`~shiftbounds.dialogue.exact.agents.shared_behaviour_cloning`, the start of every static
+    learner; ``sft-count``, the plain count model, for comparison), the three logs-only learners
+    (Static Context RL myopic and one-step, fitted Q) and both calibrated simulators."""
+    sft = shared_behaviour_cloning(prep.space, logs)
     count_mdp = fit_count_model(prep.space, logs, alpha=count_alpha)
     shared = fit_shared_model(prep.space, logs)
     shared_mdp = user_mdp(prep.space, shared)
     return {
         "sft": evaluate(prep, sft),
+        "sft-count": evaluate(prep, behaviour_cloning(prep.space, logs)),
         "static-myopic": evaluate(prep, static_context_rl(prep.space, logs, sft, "myopic")),
         "static-one-step": evaluate(prep, static_context_rl(prep.space, logs, sft, "one_step")),
+        "static-fitted-q": evaluate(prep, fitted_q(prep.space, logs, sft)),
         "calibrated-count": evaluate(prep, interactive_rl(count_mdp), count_mdp),
         "calibrated-shared": {**evaluate(prep, interactive_rl(shared_mdp), shared_mdp),
                               "fitted_model": {"answer_error": shared.answer_error, "clarify": shared.clarify,

@@ -33,7 +33,7 @@ from shiftbounds.dialogue.neural.rollout import (
 )
 from shiftbounds.dialogue.neural.tokens import Vocab
 from shiftbounds.dialogue.summary import SummarySpace
-from shiftbounds.dialogue.tasks import ACCEPT, CLARIFY, N_BASE_USER_ACTS, NO, QUIT, YES
+from shiftbounds.dialogue.tasks import ACCEPT, CLARIFY, N_BASE_USER_ACTS, NO, QUIT, YES, judge_reward
 from shiftbounds.nn.transformer import Transformer
 from shiftbounds.utils.stats import mean_ci
 
@@ -83,6 +83,19 @@ def evaluation(ro_real: Rollout, ro_sim: Rollout | None = None) -> dict:
         out["J_sim"] = float(ro_sim.accept_rewards.sum(1).mean())
         out["sim_gap"] = out["J_sim"] - out["J_real"]
     return out
+
+
+@torch.no_grad()
+def static_objective(vocab: Vocab, agent: Transformer, data: dict) -> float:
+    """Static Context RL's myopic objective ``J_static`` at the logged histories of ``data``
+    (encoded dialogues of ``pi_data``): the judge's expected reward of the agent's next act against
+    the logged goal, summed over the turns a dialogue is alive and averaged over dialogues (an
+    unbiased estimate of ``sum_t E_{d_t^{pi_data}} [r_t(s, pi)]``)."""
+    task = vocab.task
+    probs = torch.softmax(agent_turn_logits(vocab, agent, data["agent_view"]), -1)  # [N, H, A]
+    acts = torch.arange(task.n_actions, device=probs.device)
+    r = judge_reward(task, acts[None, None, :], data["goals"][:, None, None], dtype=probs.dtype)  # [N, 1, A]
+    return float(((probs * r).sum(-1) * data["turn_mask"]).sum(1).double().mean())
 
 
 @torch.no_grad()

@@ -60,6 +60,7 @@ class PipelineConfig:
     # --- tasks and data
     tasks: tuple[str, ...] = field(default=("guess_number", "booking"), metadata={"help": f"tasks, from {sorted(TASKS)}"})
     horizon: int = field(default=4, metadata={"help": "agent turns H"})
+    sweep: tuple[int, ...] = field(default=(), metadata={"help": "horizons to sweep instead of --horizon: the job runs once per horizon under <out-dir>/H<h>/ and adds the compounding analysis (empty = off)"})
     n_logs: int = field(default=1500, metadata={"help": "logged dialogues of pi_data with the real user (train + held-out)"})
     held_out: float = field(default=0.2, metadata={"help": "held-out fraction of the logs"})
     real_user: str = field(default="memory", metadata={"help": f"the real user, from {sorted(REAL_USERS)}: 'memory' is consistent, impatient with repeated questions and clarifies more as the dialogue grows"})
@@ -94,8 +95,11 @@ class PipelineConfig:
         if self.real_user not in REAL_USERS:
             raise ValueError(f"--real-user must be one of {sorted(REAL_USERS)}; got {self.real_user!r}")
         top = 4 if self.real_user == "memory" else 6
-        if not 2 <= self.horizon <= top:
-            raise ValueError(f"--horizon must lie in [2, {top}] with --real-user {self.real_user} (the exact views grow fast); got {self.horizon}")
+        for h in (self.horizon, *self.sweep):
+            if not 2 <= h <= top:
+                raise ValueError(f"--horizon and --sweep must lie in [2, {top}] with --real-user {self.real_user} (the exact views grow fast); got {h}")
+        if list(self.sweep) != sorted(set(self.sweep)) or len(self.sweep) == 1:
+            raise ValueError(f"--sweep must list >= 2 distinct horizons in increasing order; got {list(self.sweep)}")
         if self.n_logs < 10 or not 0 < self.held_out < 0.9:
             raise ValueError(f"--n-logs >= 10 and --held-out in (0, 0.9) required; got {self.n_logs}, {self.held_out}")
         if not (0 <= self.accept_wrong <= 1 and 0 <= self.leak <= 0.9):
@@ -122,18 +126,25 @@ class PipelineConfig:
 ARMS = {  # arm -> (paradigm, Static Context RL reward, training user)
     "static_myopic": ("static", "myopic", None),
     "static_one_step": ("static", "one_step", None),
+    "static_awr": ("static", "awr", None),
     "interactive": ("interactive", "myopic", "prompted"),
     "calibrated": ("calibrated", "myopic", "calibrated"),
     "calibrated_realism": ("calibrated", "myopic", "calibrated_realism"),
+    "oracle": ("interactive", "myopic", "real"),
 }
+"""``static_awr`` is the multi-turn logs-only arm (advantage-weighted regression on the logged acts
+by their judged return-to-go); ``oracle`` is the same RL, budget and start trained against the real
+user itself: the learner's ceiling under this budget, not a paradigm."""
 PAIRS = (("calibrated", "interactive"), ("calibrated_realism", "interactive"), ("calibrated_realism", "calibrated"),
-         ("interactive", "static_myopic"), ("interactive", "static_one_step"))
+         ("interactive", "static_myopic"), ("interactive", "static_one_step"), ("interactive", "static_awr"),
+         ("calibrated", "static_awr"))
 """The paradigm comparisons of every task; each arm against the SFT agent is added by :func:`comparisons`."""
 
 
 def arms(cfg: PipelineConfig) -> tuple[str, ...]:
-    """The RL arms of a run: both Static Context RL variants, Interactive RL, Calibrated
-    Interactive RL with the SFT simulator and (with ``--realism-steps`` > 0) with the realism-tuned one."""
+    """The RL arms of a run: the three Static Context RL variants, Interactive RL, Calibrated
+    Interactive RL with the SFT simulator and (with ``--realism-steps`` > 0) with the realism-tuned
+    one, and the oracle (RL against the real user)."""
     return tuple(a for a in ARMS if a != "calibrated_realism" or cfg.realism_steps > 0)
 
 
@@ -229,7 +240,7 @@ def user_model_stages(run: SeedRun) -> UserModels:
     sim_sft = run.model_stage("sim_sft", cfg.sft_steps, lambda pr: sft(vocab, run.build("sim"), train, "user", sft_cfg, run.gen("sim_sft"), pr))
     disc = run.model_stage("discriminator", cfg.disc_steps, lambda pr: train_discriminator(
         vocab, run.build("discriminator", 2), sim_sft, train, SFTConfig(cfg.disc_steps), run.gen("discriminator"), pr))
-    users = {None: None, "prompted": run.prompted, "calibrated": NeuralUser(vocab, sim_sft)}
+    users = {None: None, "real": run.real, "prompted": run.prompted, "calibrated": NeuralUser(vocab, sim_sft)}
     sims = {"real": run.real, "prompted": run.prompted, "calibrated": sim_sft}
     if cfg.realism_steps:
         sim_realism = run.model_stage("sim_realism", cfg.realism_steps, lambda pr: realism_finetune(
@@ -283,7 +294,8 @@ def measure_stage(run: SeedRun, models: UserModels, agents: dict, curves: dict) 
     noise = draw_noise(task, cfg.n_eval, run.gen("evaluation"))
     ro_sft = rollout(vocab, models.sft_agent, real, noise=noise)
     returns = {"sft": ro_sft.judge_rewards.sum(1).double()}
-    out = {"task": run.task_name, "seed": run.k, "sft": M.evaluation(ro_sft), "paradigms": {}, "simulators": {}}
+    out = {"task": run.task_name, "seed": run.k, "sft": {**M.evaluation(ro_sft), "J_static": M.static_objective(vocab, models.sft_agent, ref)},
+           "paradigms": {}, "simulators": {}}
     for arm, agent in agents.items():
         train_user = models.training_users[arm]
         ro_real = rollout(vocab, agent, real, noise=noise)
@@ -291,7 +303,7 @@ def measure_stage(run: SeedRun, models: UserModels, agents: dict, curves: dict) 
         returns[arm] = ro_real.judge_rewards.sum(1).double()
         eps = M.eps_on_logs(vocab, agent, prep.space, prep.data_policy, ref, ref_states)
         s_real = M.summaries(prep.space, ro_real.actions, ro_real.acts)
-        res = {**M.evaluation(ro_real, ro_sim), "eps": eps,
+        res = {**M.evaluation(ro_real, ro_sim), "J_static": M.static_objective(vocab, agent, ref), "eps": eps,
                "B_eps": compounding(np.array(eps["mean"])).tolist(),
                "Delta": M.plugin_tv(s_real, ref_states, prep.space.n_states, rng=run.rng("Delta", arm)), "curve": curves[arm]}
         if ro_sim is not None:

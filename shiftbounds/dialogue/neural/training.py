@@ -33,12 +33,13 @@ from shiftbounds.dialogue.neural.rollout import (
 )
 from shiftbounds.dialogue.neural.tokens import Vocab
 from shiftbounds.dialogue.tasks import judge_reward
-from shiftbounds.losses import gather_tokens, group_advantages, log_probs, nll, policy_gradient_loss
+from shiftbounds.losses import awr_weights, gather_tokens, group_advantages, log_probs, nll, policy_gradient_loss
 from shiftbounds.nn.generate import multinomial
 from shiftbounds.nn.transformer import Transformer, TransformerConfig
 from shiftbounds.utils.io import atomic_torch_save
 
 PARADIGMS = ("static", "interactive", "calibrated")
+STATIC_REWARDS = ("myopic", "one_step", "awr")
 
 
 @dataclass(frozen=True)
@@ -212,8 +213,10 @@ class RLConfig:
         group: samples sharing a goal / context (the group baseline).
         lr: AdamW learning rate.
         kl_coef: weight of the exact per-turn ``KL(pi || pi_SFT)`` penalty.
-        static_reward: ``"myopic"`` (judge's immediate reward) or ``"one_step"`` (plus the logged
-            return-to-go when the sampled act is the logged one).
+        static_reward: ``"myopic"`` (judge's immediate reward), ``"one_step"`` (plus the logged
+            return-to-go when the sampled act is the logged one) or ``"awr"`` (no sampling:
+            advantage-weighted regression on the logged acts, weighted by their judged return-to-go;
+            see :func:`awr_batch`).
         eval_every: steps between learning-curve evaluations.
     """
 
@@ -229,8 +232,8 @@ class RLConfig:
         if self.steps < 0 or self.goals_per_step < 1 or self.group < 2 or self.lr <= 0 or self.kl_coef < 0:
             raise ValueError("RL needs steps >= 0, goals_per_step >= 1, group >= 2, lr > 0, kl_coef >= 0; "
                              f"got {self.steps}, {self.goals_per_step}, {self.group}, {self.lr}, {self.kl_coef}")
-        if self.static_reward not in ("myopic", "one_step"):
-            raise ValueError(f"static_reward must be 'myopic' or 'one_step'; got {self.static_reward!r}")
+        if self.static_reward not in STATIC_REWARDS:
+            raise ValueError(f"static_reward must be one of {STATIC_REWARDS}; got {self.static_reward!r}")
         if self.eval_every < 1:
             raise ValueError(f"eval_every must be >= 1; got {self.eval_every}")
 
@@ -249,6 +252,17 @@ def _static_batch(vocab: Vocab, agent: Transformer, data: dict, cfg: RLConfig, g
     pick = alive[torch.randint(alive.shape[0], (cfg.goals_per_step * H,), generator=generator).to(alive.device)]
     d, t = pick[:, 0], pick[:, 1]
     return d, t
+
+
+def awr_baseline(data: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """The baseline and scale of advantage-weighted regression on logs: per turn, the mean judged
+    return-to-go of the logged dialogues alive at that turn (``[H]``), and the standard deviation
+    of ``togo - baseline`` over every alive (dialogue, turn) (floored at 1e-6)."""
+    mask = data["turn_mask"].bool()
+    togo = data["togo"]
+    base = (togo * mask).sum(0) / mask.sum(0).clamp_min(1)
+    adv = (togo - base)[mask]
+    return base, adv.std(unbiased=False).clamp_min(1e-6) if adv.numel() > 1 else torch.ones(())
 
 
 def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConfig, generator: torch.Generator, *,
@@ -276,6 +290,8 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
     ref = sft_agent.eval()
     opt = torch.optim.AdamW(agent.parameters(), lr=cfg.lr, weight_decay=0.0)
     curve: list[dict] = []
+    if paradigm == "static" and cfg.static_reward == "awr":
+        awr_base, awr_scale = awr_baseline(logs)
     window = {"pg": 0.0, "kl": 0.0, "steps": 0}  # loss parts since the last curve point
     start = 0
     if checkpoint is not None and Path(checkpoint).exists():
@@ -301,7 +317,18 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
         start = 1
     for step in range(start, cfg.steps + 1):
         # ---------------------------------------------------------------- ALGO LOGIC
-        if paradigm == "static":
+        if paradigm == "static" and cfg.static_reward == "awr":
+            # the interactive arms' budget in dialogues: goals_per_step * group logged dialogues per
+            # step (one forward pass each), every alive turn weighted by its judged return-to-go
+            d = torch.randint(logs["goals"].shape[0], (cfg.agent_tokens_per_step,), generator=generator).to(_device(agent))
+            views, mask = logs["agent_view"][d], logs["turn_mask"][d]
+            logp = log_probs(agent_turn_logits(vocab, agent, views))  # [B, H, A]
+            with torch.no_grad():
+                ref_logp = log_probs(agent_turn_logits(vocab, ref, views))
+            weights = awr_weights(logs["togo"][d], awr_base, awr_scale) * mask  # [B, H]
+            chosen = gather_tokens(logp, logs["actions"][d].clamp_min(0))
+            loss = policy_gradient_loss(chosen, weights, mask, cfg.kl_coef, dist=logp, ref_dist=ref_logp)
+        elif paradigm == "static":
             d, t = _static_batch(vocab, agent, logs, cfg, generator)
             views = logs["agent_view"][d]
             rows = torch.arange(len(d), device=d.device)
