@@ -10,8 +10,10 @@
 * :func:`train_agent` — one policy-gradient algorithm for every paradigm: REINFORCE with a group
   baseline (dialogues that share a goal, or samples at the same logged context) and an exact
   per-turn KL penalty to the SFT agent. Static Context RL samples one turn at logged contexts and
-  is paid by the judge; Interactive and Calibrated Interactive RL roll out whole dialogues against
-  their simulator and are paid by its acceptance. Same budget (agent tokens) and hyper-parameters.
+  is paid by the judge (or, ``static_reward="awr"``, regresses on the logged acts weighted by their
+  judged return-to-go: the multi-turn logs-only baseline); Interactive and Calibrated Interactive
+  RL roll out whole dialogues against their simulator and are paid by its acceptance. Same budget
+  (agent tokens) and hyper-parameters.
 """
 
 from __future__ import annotations
@@ -216,7 +218,7 @@ class RLConfig:
         static_reward: ``"myopic"`` (judge's immediate reward), ``"one_step"`` (plus the logged
             return-to-go when the sampled act is the logged one) or ``"awr"`` (no sampling:
             advantage-weighted regression on the logged acts, weighted by their judged return-to-go;
-            see :func:`awr_batch`).
+            see :func:`awr_baseline`).
         eval_every: steps between learning-curve evaluations.
     """
 
