@@ -7,8 +7,9 @@ the number and interval behind it, the family of its correction and the command 
 (the test suite runs it). Verdicts:
 
 * ``supported`` — the files give the claimed ordering or value: an ordering that survives Holm's
-  correction over its stated family in the run *and* its repeat, a rate whose interval contains
-  the predicted one, a slope whose interval contains the bound's;
+  correction over its stated family in the run *and* its repeat (in the run alone where the
+  shipped repeat predates an arm: the family column says so), a rate whose interval contains the
+  predicted one, a slope whose interval contains the bound's;
 * ``contradicted`` — the files give the opposite (the reverse ordering in both runs, an interval
   that excludes the prediction on the other side);
 * ``not significant`` — neither: the comparison was made and decides nothing at its power;
@@ -90,25 +91,43 @@ def _mixing(root: Path) -> Verdict:
 
 
 def _ordering(a: str, b: str) -> Callable[[Path], Verdict]:
-    """``a > b`` on both tasks of the main job, after Holm over the run's family, in the run and its repeat."""
+    """``a > b`` on both tasks of the main job, after Holm over the run's family, in the run and its
+    repeat; from the run alone (said in the family) where the shipped repeat predates an arm."""
     def decide(root: Path) -> Verdict:
         key = f"{a} - {b}"
+        main = {(r["task"], r["difference"]): r for r in _csv(root, f"{MAIN}/paired.csv")}
         if not (root / REPEAT / "paired.csv").is_file():
-            run = {(r["task"], r["difference"]): r for r in _csv(root, f"{MAIN}/paired.csv")}
-            return Verdict("untested", "; ".join(f"{t} {_interval(run[(t, key)], 'mean', 'ci')}" for t in TASKS),
+            return Verdict("untested", "; ".join(f"{t} {_interval(main[(t, key)], 'mean', 'ci')}" for t in TASKS),
                            "the repeat (--seed 1) that a verdict needs is not shipped")
-        runs = [{(r["task"], r["difference"]): r for r in _csv(root, f"{folder}/paired.csv")} for folder in (MAIN, REPEAT)]
+        repeat = {(r["task"], r["difference"]): r for r in _csv(root, f"{REPEAT}/paired.csv")}
+        runs = [main, repeat] if all((t, key) in repeat for t in TASKS) else [main]
         verdicts = [run[(t, key)]["holm verdict"] for run in runs for t in TASKS]
-        numbers = "; ".join(f"{t} {_interval(runs[0][(t, key)], 'mean', 'ci')} (repeat {_interval(runs[1][(t, key)], 'mean', 'ci')})"
-                            for t in TASKS)
+        numbers = "; ".join(f"{t} {_interval(main[(t, key)], 'mean', 'ci')}"
+                            + (f" (repeat {_interval(repeat[(t, key)], 'mean', 'ci')})" if len(runs) == 2 else "") for t in TASKS)
         if all(v == f"{a} > {b}" for v in verdicts):
             verdict = "supported"
         elif all(v == f"{a} < {b}" for v in verdicts):
             verdict = "contradicted"
         else:
             verdict = "not significant"
-        family = f"Holm over each run's {len(runs[0])} comparisons (both tasks); run and repeat (--seed 1)"
+        if len(runs) == 2:
+            family = f"Holm over the run's {len(main)} and the repeat's {len(repeat)} comparisons (both tasks); run and repeat (--seed 1)"
+        else:
+            family = f"Holm over the run's {len(main)} comparisons (both tasks); the run only: the shipped repeat predates this arm"
         return Verdict(verdict, numbers, family)
+    return decide
+
+
+def _headroom(arm: str) -> Callable[[Path], Verdict]:
+    """``arm`` recovers part of the oracle's headroom over Interactive RL: its share's bootstrap
+    interval lies above 0 on both tasks (contradicted: below 0 on both)."""
+    def decide(root: Path) -> Verdict:
+        rows = {(r["task"], r["paradigm"]): r for r in _csv(root, f"{MAIN}/headroom.csv")}
+        bounds = [tuple(float(x) for x in rows[(t, arm)]["share_ci"].strip("[]").split(",")) for t in TASKS]
+        verdict = "supported" if all(lo > 0 for lo, _ in bounds) else "contradicted" if all(hi < 0 for _, hi in bounds) else "not significant"
+        numbers = "; ".join(f"{t} {float(rows[(t, arm)]['share']):.2f} {rows[(t, arm)]['share_ci']} of "
+                            f"{float(rows[(t, arm)]['headroom']):.3f} {rows[(t, arm)]['headroom_ci']}" for t in TASKS)
+        return Verdict(verdict, numbers, "one 95 % paired bootstrap interval per task (uncorrected: strict for supported); the run only")
     return decide
 
 
@@ -267,6 +286,12 @@ CLAIMS = (
           (f"{MAIN}/paired.csv", f"{REPEAT}/paired.csv"), _ordering("calibrated", "interactive")),
     Claim("1", "A discriminator realism reward improves Calibrated Interactive RL, on both tasks", FULL,
           (f"{MAIN}/paired.csv", f"{REPEAT}/paired.csv"), _ordering("calibrated_realism", "calibrated")),
+    Claim("1", "Calibrated Interactive RL beats the multi-turn logs-only baseline (AWR on judged returns), learned agents, on both tasks",
+          FULL, (f"{MAIN}/paired.csv",), _ordering("calibrated", "static_awr")),
+    Claim("1", "Interactive RL beats the multi-turn logs-only baseline (AWR on judged returns), learned agents, on both tasks",
+          FULL, (f"{MAIN}/paired.csv",), _ordering("interactive", "static_awr")),
+    Claim("1", "Calibration recovers part of what a perfect simulator would give the same learner (oracle headroom over Interactive RL)",
+          FULL, (f"{MAIN}/headroom.csv",), _headroom("calibrated")),
     Claim("1", "A sycophantic prompted simulator overstates the agent's real return (reward hacking)", FULL,
           (f"{MAIN}/main.csv", f"{REPEAT}/main.csv"), _reward_hacking),
     Claim("1", "On real dialogues (Taskmaster-4), Calibrated Interactive RL beats the other paradigms",

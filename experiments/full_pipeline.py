@@ -12,8 +12,10 @@ For every task and seed (docs/pipeline.md):
    discriminator-reward fine-tuning (a second calibrated simulator);
 4. **RL** — one policy-gradient algorithm (group baseline, exact KL to the SFT agent), the same
    budget for each arm: Static Context RL on logged contexts with the judge's reward (myopic and
-   one-step variants), Interactive RL against the prompted simulator, Calibrated Interactive RL
-   against each calibrated simulator (paid by their simulator's acceptance);
+   one-step variants, and advantage-weighted regression on the judged return-to-go: the
+   multi-turn logs-only baseline), Interactive RL against the prompted simulator, Calibrated
+   Interactive RL against each calibrated simulator (paid by their simulator's acceptance), and
+   the oracle against the real user (the learner's ceiling);
 5. **measurements** — ``J_real`` (judge, real user) and ``J_sim`` over training, per-turn
    ``eps_t``, ``Delta_t``, ``delta_t``, ``D_t``, ``rho_t`` with CIs (estimators in
    ``shiftbounds.dialogue.neural.measures``), the simulators' sycophancy and realism, and per-seed paired
@@ -24,14 +26,17 @@ runs go to ``--workers`` spawned processes (default: every core), each on one to
 outputs are the same bytes with any number of workers (``shiftbounds.utils.workers``).
 
 Presets: ``smoke`` (about 15 s on 2 cores; the tests), ``default`` (the main results, 20 seeds),
-``power`` (330 seeds: what a power calculation from the default run asks for to decide Calibrated
-against Interactive RL; about 9 h on 2 cores),
+``power`` (348 seeds: what a power calculation from the default run asks for to decide Calibrated
+against Interactive RL; about 10 h on 2 cores), ``sweep`` (the job at H = 2..6: compounding in
+learned agents),
 ``gpu`` (wider models, more logs and steps; ``--device auto`` picks the GPU).
 
 Outputs under ``--out-dir`` (default ``results/full_pipeline/<preset>/``): ``results.json``,
 ``results.md`` (main table with 95 % CIs over seeds, the paired differences with exact sign-flip
 p-values and Holm's correction over the whole run, and the seeds each comparison needs),
-``main.csv``, ``paired.csv``, ``power.csv``, ``plateau.csv``, ``per_turn.csv``, ``curves.csv``, ``simulators.csv``, ``config.json`` (settings
+``main.csv``, ``paired.csv``, ``power.csv``, ``plateau.csv``, ``headroom.csv`` (the share of the oracle's
+headroom over Interactive RL each arm recovers), ``optimisation.csv`` (each arm's objective against
+its exact optimum), ``per_turn.csv``, ``curves.csv``, ``simulators.csv``, ``config.json`` (settings
 and environment; ``--config`` reruns it), ``timings.json`` / ``timings.md`` and figures (PNG +
 PDF). Every stage is saved under ``<task>/seed<k>/`` and skipped on a rerun; RL resumes from its
 last evaluation; a rerun with settings that change results is refused.
@@ -66,10 +71,10 @@ PRESETS = {
               "n_eval": 200, "n_curve": 50, "seeds": 2, "horizon": 3, "d_model": 32, "n_layer": 1},
     # the seeds the default run's power calculation asks for (results/full_pipeline/default/power.csv):
     # Calibrated - Interactive, the paper's comparison, at its observed mean difference and paired SD,
-    # two-sided t-test at 0.05 / 20 (Holm's first step over the run's 20 comparisons), power 0.8:
-    # 183 seeds on guess_number (0.030, SD 0.103), 330 on booking (0.015, SD 0.070); the larger is taken.
-    # About 330 / 20 x 34 min = 9.4 h on 2 cores.
-    "power": {"seeds": 330},
+    # two-sided t-test at 0.05 / 28 (Holm's first step over the run's 28 comparisons), power 0.8:
+    # 193 seeds on guess_number (0.030, SD 0.103), 348 on booking (0.015, SD 0.070); the larger is taken.
+    # About 348 / 20 x 36 min = 10.4 h on 2 cores.
+    "power": {"seeds": 348},
     # compounding in learned agents: the same job at H = 2..6 against the memoryless real user (the
     # memory user's exact view needs 8.7 GB per process at H = 5 and over 17 GB at H = 6); one
     # task, 10 seeds per horizon, without the realism-tuned simulator
