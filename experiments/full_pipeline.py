@@ -85,6 +85,12 @@ PRESETS = {
 }
 
 
+def _exact_views(cfg: PipelineConfig, task_name: str, horizon: int) -> tuple:
+    """The prepared task at ``horizon``, its reference results and the exact Interactive-RL result."""
+    prep = prepare_task(make_task(task_name, horizon, cfg.reward_source), cfg.real_user)
+    return prep, reference_results(prep), prompted_paradigm(prep, cfg.accept_wrong, cfg.leak)
+
+
 def exact_references(cfg: PipelineConfig, task_name: str) -> dict:
     """Exact references from the tabular engine (the same for every seed): ``J_real`` of the
     real-user optimum, ``pi_data`` and the exact Interactive-RL policy (the optimum against the
@@ -92,9 +98,7 @@ def exact_references(cfg: PipelineConfig, task_name: str) -> dict:
     ``J_sim`` against the prompted simulator, the real user's own return (the oracle's objective)
     and Static Context RL's myopic ``J_static`` (greedy on the expected judged reward at every
     logged context)."""
-    prep = prepare_task(make_task(task_name, cfg.horizon, cfg.reward_source), cfg.real_user)
-    refs = reference_results(prep)
-    inter = prompted_paradigm(prep, cfg.accept_wrong, cfg.leak)
+    prep, refs, inter = _exact_views(cfg, task_name, cfg.horizon)
     static_opt = greedy_policy(prep.real_mdp.rewards)
     return {"optimal": refs["optimal"]["J_real"], "pi_data": refs["pi_data"]["J_real"],
             "interactive_exact": inter["J_real"],
@@ -347,9 +351,8 @@ def run(cfg: PipelineConfig) -> dict:
 def exact_gaps(cfg: PipelineConfig, task_name: str, horizon: int) -> list[dict]:
     """The exact end points' gaps and bounds at one horizon: the Interactive-RL optimum (``J_sim -
     J_real``, Theorem 2) and the infinite-log static learner (``J_static - J_real``, Theorem 1)."""
-    prep = prepare_task(make_task(task_name, horizon, cfg.reward_source), cfg.real_user)
-    inter = prompted_paradigm(prep, cfg.accept_wrong, cfg.leak)
-    static = reference_results(prep)["static-infinite-data"]
+    _, refs, inter = _exact_views(cfg, task_name, horizon)
+    static = refs["static-infinite-data"]
     return [{"H": horizon, "task": task_name, "paradigm": "interactive (exact)", "theorem": "theorem 2", "gap": inter["train_gap"],
              "bound": inter["theorem2_rhs"]},
             {"H": horizon, "task": task_name, "paradigm": "static, infinite logs (exact)", "theorem": "theorem 1",
