@@ -95,8 +95,9 @@ def _arms(results: dict) -> list[str]:
 def plot_pipeline_curves(results: dict, stem: Path) -> list[Path]:
     """Per task, ``J_real`` (top) and each arm's training return ``J_sim`` (bottom) against agent
     tokens: the mean over seeds with its 95 % t-band, the exact references of the main table
-    (real-user optimum, ``pi_data``, the Interactive-RL optimum) as grey lines, and the legend
-    below the panels."""
+    (real-user optimum, ``pi_data``, the Interactive-RL optimum) as grey lines on top, the exact
+    optimum of each simulator's return (where the engine computes one) as dashed lines below, and
+    the legend below the panels."""
     tasks, curves = results["config"]["tasks"], results["curves"]
     fig, axes = new_figure(ncols=len(tasks), nrows=2, width=3.4, height=2.4)
     ref_styles = ("-", "--", "-.", ":")
@@ -114,12 +115,19 @@ def plot_pipeline_curves(results: dict, stem: Path) -> list[Path]:
         refs = [r for r in results["main"] if r["task"] == task and r["paradigm"].endswith("(exact)")]
         for k, r in enumerate(refs):
             axes[0, j].axhline(r["J_real"], color="0.4", linewidth=0.8, linestyle=ref_styles[k % len(ref_styles)], label=r["paradigm"])
+        for r in results.get("optimisation", []):
+            if r["task"] == task and r["objective"] == "J_sim":
+                i = list(_arms(results)).index(r["paradigm"])
+                axes[1, j].axhline(r["exact_optimum"], color=series_style(i)["color"], linewidth=0.8, linestyle="--",
+                                   label=f"{r['paradigm']}: exact optimum of its J_sim")
         axes[0, j].set_title(task)
         axes[0, j].set_ylabel("J_real (judge, real user)")
         axes[1, j].set_ylabel("J_sim (training user)")
         axes[1, j].set_xlabel("agent tokens generated")
     handles, labels = axes[0, 0].get_legend_handles_labels()
-    fig.legend(handles, labels, loc="outside lower center", ncol=4, frameon=False, fontsize=6)
+    extra = [(h, lab) for h, lab in zip(*axes[1, 0].get_legend_handles_labels()) if "exact optimum" in lab]
+    fig.legend(handles + [h for h, _ in extra], labels + [lab for _, lab in extra], loc="outside lower center", ncol=4,
+               frameon=False, fontsize=6)
     return save_figure(fig, stem)
 
 
