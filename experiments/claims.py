@@ -150,6 +150,24 @@ def _reward_hacking(root: Path) -> Verdict:
     return Verdict(verdict, "; ".join(parts), "95 % t-interval over seeds per task, run and repeat (no correction)")
 
 
+SWEEP = "results/full_pipeline/sweep"
+
+
+def _learned_compounding(arm: str) -> Callable[[Path], Verdict]:
+    """The learned ``arm``'s training-to-real gap grows at least quadratically in ``H``: the
+    bootstrap interval of its log-log slope over the sweep reaches 2 (supported) or lies below it
+    (contradicted)."""
+    def decide(root: Path) -> Verdict:
+        row = next(r for r in _csv(root, f"{SWEEP}/growth.csv") if r["paradigm"] == arm)
+        low, high = (float(x) for x in row["gap_slope_ci"].strip("[]").split(","))
+        verdict = "supported" if high >= 2.0 else "contradicted"
+        bound_low, bound_high = (float(x) for x in row["bound_slope_ci"].strip("[]").split(","))
+        number = (f"{row['task']}, H = {row['horizons'].replace(' ', ', ')}: gap slope {float(row['gap_slope']):.2f} "
+                  f"[{low:.2f}, {high:.2f}], its bound's {float(row['bound_slope']):.2f} [{bound_low:.2f}, {bound_high:.2f}]")
+        return Verdict(verdict, number, "one 95 % stratified bootstrap interval over (horizon, seed), 10 seeds per H (no family)")
+    return decide
+
+
 def _real_dialogue(root: Path) -> Verdict:
     rows = [r for r in _csv(root, "results/real_dialogue/cpu/paired.csv")
             if r["evaluation user"] == "held-out user model" and r["difference"].startswith("calibrated - ")
@@ -292,6 +310,12 @@ CLAIMS = (
           FULL, (f"{MAIN}/paired.csv",), _ordering("interactive", "static_awr")),
     Claim("1", "Calibration recovers part of what a perfect simulator would give the same learner (oracle headroom over Interactive RL)",
           FULL, (f"{MAIN}/headroom.csv",), _headroom("calibrated")),
+    Claim("1", "Policy-induced shift compounds in learned agents: Static Context RL's J_static - J_real grows at least "
+          "quadratically in H", "python -m experiments.full_pipeline --preset sweep", (f"{SWEEP}/growth.csv",),
+          _learned_compounding("static_myopic")),
+    Claim("1", "Simulator-induced shift compounds in learned agents: Interactive RL's J_sim - J_real grows at least "
+          "quadratically in H", "python -m experiments.full_pipeline --preset sweep", (f"{SWEEP}/growth.csv",),
+          _learned_compounding("interactive")),
     Claim("1", "A sycophantic prompted simulator overstates the agent's real return (reward hacking)", FULL,
           (f"{MAIN}/main.csv", f"{REPEAT}/main.csv"), _reward_hacking),
     Claim("1", "On real dialogues (Taskmaster-4), Calibrated Interactive RL beats the other paradigms",

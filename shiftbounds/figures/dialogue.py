@@ -154,7 +154,7 @@ def plot_compounding_sweep(results: dict, stem: Path) -> list[Path]:
                 ax.plot([r["H"] for r in rs], [r["bound"] for r in rs], color="0.4", linestyle=":", linewidth=0.8, label=f"{arm}: bound")
             ax.set_xlabel("agent turns H")
             ax.set_ylabel("J_train - J_real")
-            ax.set_title(f"{task}: {theorem} ({'static' if col == 0 else 'simulator'})")
+            ax.set_title(f"{task}\n{theorem} ({'logs-only arms' if col == 0 else 'simulator arms'})", fontsize=8)
             ax.legend(frameon=False, fontsize=5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return save_figure(fig, stem)
 
