@@ -123,10 +123,10 @@ def optimisation_rows(cfg: PipelineConfig, runs: list[dict]) -> list[dict]:
         opt = exact_references(cfg, task)["objective_optimum"]
         for arm, key in [("sft", "J_static"), *OBJECTIVES.items()]:
             vals = np.array([(r["sft"] if arm == "sft" else r["paradigms"][arm])[key] for r in rs])
-            e = mean_ci(vals)
             target = opt["static_myopic" if arm == "sft" else arm]
-            out.append({"task": task, "paradigm": arm, "objective": key, "final": e.value, "final_ci": f"[{e.low:.3f}, {e.high:.3f}]",
-                        "exact_optimum": target, "gap": target - e.value, "gap_ci": f"[{target - e.high:.3f}, {target - e.low:.3f}]"})
+            e = mean_ci(vals)
+            out.append({"task": task, "paradigm": arm, "objective": key, **_ci_cells("final", vals), "exact_optimum": target,
+                        "gap": target - e.value, "gap_ci": f"[{target - e.high:.3f}, {target - e.low:.3f}]"})
     return out
 
 
@@ -141,11 +141,10 @@ def headroom_rows(cfg: PipelineConfig, runs: list[dict]) -> list[dict]:
         J = {a: np.array([r["paradigms"][a]["J_real"] for r in rs]) for a in arms(cfg)}
         J["sft"] = np.array([r["sft"]["J_real"] for r in rs])
         den = J["oracle"] - J["interactive"]
-        h = mean_ci(den)
         for arm in ("sft", *(a for a in arms(cfg) if a not in ("interactive", "oracle"))):
             e = ratio_of_means_ci(J[arm] - J["interactive"], den, rng=numpy_rng(cfg.seed, "headroom", task, arm))
             out.append({"task": task, "paradigm": arm, "share": e.value, "share_ci": f"[{e.low:.3f}, {e.high:.3f}]",
-                        "headroom": h.value, "headroom_ci": f"[{h.low:.3f}, {h.high:.3f}]"})
+                        **_ci_cells("headroom", den)})
     return out
 
 
