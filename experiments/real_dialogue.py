@@ -44,7 +44,7 @@ only the main one writes).
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
 
@@ -55,18 +55,19 @@ from shiftbounds.conversations.calibration import CalibrationConfig, TrainingCon
 from shiftbounds.conversations.measures import logged_confirmations
 from shiftbounds.conversations.models import METADATA
 from shiftbounds.conversations.paradigms import SYSTEM, ParadigmConfig
+from shiftbounds.conversations.simulators import VIEWS
 from shiftbounds.conversations.taskmaster_study import ARMS, EVAL_USERS
 from shiftbounds.conversations.tasks import (
     Taskmaster4Probes,
     load_taskmaster,
     taskmaster4_judge,
 )
-from shiftbounds.figures.text import plot_paradigm_success, plot_text_realism, plot_text_sycophancy
+from shiftbounds.figures.text import plot_paradigm_success, plot_text_realism, plot_text_sycophancy, plot_training_curves
 from shiftbounds.utils.cli import exit_on_stale, load_config_file, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.memory import Stage, estimate, format_estimate, model_shape
 from shiftbounds.utils.progress import Progress
-from shiftbounds.utils.seeding import numpy_rng
+from shiftbounds.utils.seeding import numpy_rng, trainer_seed
 from shiftbounds.utils.stages import StageCache
 from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference, trend
 
@@ -86,6 +87,14 @@ class RealDialogueConfig:
     pretrain_steps: int = field(default=1000, metadata={"help": "pretraining steps of the corpus-made model"})
     goal_annotated: bool = field(default=True, metadata={"help": "pretrain also on each Taskmaster-4 train dialogue led by its "
                                                                 "user's goal (a header unlike the persona prompt)"})
+    user_view: str = field(default="as_user", metadata={"help": "how the LM user models read the dialogue: as_user (the roles as "
+                                                          "logged, the model speaks in the customer's slot) or flipped "
+                                                          "(the customer as the chat model's assistant)"})
+    independent_vocab_size: int = field(default=2000, metadata={"help": "independent evaluator's base: tokenizer vocabulary"})
+    independent_d_model: int = field(default=192, metadata={"help": "independent evaluator's base: width"})
+    independent_n_layer: int = field(default=2, metadata={"help": "independent evaluator's base: blocks"})
+    independent_pretrain_steps: int = field(default=600, metadata={"help": "independent evaluator's base: pretraining steps (on the "
+                                                                            "calibration and held-out splits and Taskmaster-3)"})
     sft_steps: int = field(default=500, metadata={"help": "agent SFT steps"})
     user_steps: int = field(default=500, metadata={"help": "SFT steps of each user model"})
     batch: int = field(default=16, metadata={"help": "sequences per pretraining / SFT step"})
@@ -96,11 +105,16 @@ class RealDialogueConfig:
     num_generations: int = field(default=4, metadata={"help": "dialogues per goal (the group baseline)"})
     rl_lr: float = field(default=1e-4, metadata={"help": "GRPO learning rate"})
     beta: float = field(default=0.0, metadata={"help": "KL weight to the SFT agent (> 0 loads a reference model)"})
+    credit_weight: float = field(default=0.0, metadata={"help": "weight of the partial-credit reward (items, quantities, options "
+                                                                "right) beside goal success (weight 1)"})
+    rl_temperature: float = field(default=1.0, metadata={"help": "agent temperature in GRPO rollouts"})
     turns: int = field(default=2, metadata={"help": "agent turns per dialogue (Taskmaster-4: the order, then the goodbye)"})
     max_new: int = field(default=192, metadata={"help": "tokens per agent turn (an order turn with its API calls: 120 median, 165 at the 90th percentile)"})
     user_new: int = field(default=48, metadata={"help": "tokens per simulated user turn"})
     eval_temperature: float = field(default=0.0, metadata={"help": "agent temperature at evaluation (0: greedy)"})
-    n_eval: int = field(default=128, metadata={"help": "held-out goals per evaluation"})
+    n_eval: int = field(default=128, metadata={"help": "goals per evaluation"})
+    eval_split: str = field(default="held-out", metadata={"help": "split the evaluation goals come from: held-out, or calibration "
+                                                                  "for development runs (choosing settings without the held-out goals)"})
     seeds: tuple[int, ...] = field(default=(0, 1, 2, 3, 4), metadata={
         "help": "RL and evaluation seeds (paired across arms; each seed's stages are its own, so seeds can be added to a saved run)",
         "resume": False})
@@ -132,18 +146,31 @@ class RealDialogueConfig:
             raise ValueError(f"--accept-wrong and --leak must lie in [0, 1]; got {self.accept_wrong}, {self.leak}")
         if self.eval_temperature < 0:
             raise ValueError(f"--eval-temperature must be >= 0; got {self.eval_temperature}")
+        if self.user_view not in VIEWS:
+            raise ValueError(f"--user-view must be one of {', '.join(VIEWS)}; got {self.user_view!r}")
+        if self.eval_split not in ("held-out", "calibration"):
+            raise ValueError(f"--eval-split must be held-out or calibration; got {self.eval_split!r}")
+        for k in ("independent_vocab_size", "independent_d_model", "independent_n_layer", "independent_pretrain_steps"):
+            if getattr(self, k) < 1:
+                raise ValueError(f"--{k.replace('_', '-')} must be >= 1; got {getattr(self, k)}")
         unknown = [a for a in self.arms if a not in ARMS]
         if unknown or len(set(self.arms)) != len(self.arms):
             raise ValueError(f"--arms must be distinct names among {', '.join(ARMS)}; got {','.join(self.arms)}")
-        ParadigmConfig(steps=self.rl_steps, batch=self.rl_batch, num_generations=self.num_generations, lr=self.rl_lr,
-                       beta=self.beta)  # its own checks, named
+        self.paradigm_config(0)  # its own checks, named
+
+    def paradigm_config(self, seed: int) -> ParadigmConfig:
+        """The one GRPO configuration of every arm, at ``seed``."""
+        return ParadigmConfig(steps=self.rl_steps, batch=self.rl_batch, num_generations=self.num_generations, lr=self.rl_lr,
+                              beta=self.beta, credit_weight=self.credit_weight, temperature=self.rl_temperature,
+                              max_turns=self.turns, max_new_tokens=self.max_new, system=SYSTEM, user_first=True, seed=seed)
 
 
 PRESETS = {
     "smoke": {"n_dialogues": 40, "n_tm3": 40, "vocab_size": 400, "d_model": 32, "n_layer": 1, "max_len": 256,
               "pretrain_steps": 3, "sft_steps": 3, "user_steps": 2, "batch": 4, "rl_steps": 1, "rl_batch": 4,
               "num_generations": 2, "turns": 2, "max_new": 12, "user_new": 8, "n_eval": 4, "seeds": (0, 1), "n_probe": 6,
-              "n_disc": 8, "classifier_steps": 2},
+              "n_disc": 8, "classifier_steps": 2, "independent_vocab_size": 400, "independent_d_model": 32,
+              "independent_n_layer": 1, "independent_pretrain_steps": 2},
     "cpu": {},
     "gpu": {"max_len": 1024, "sft_steps": 2000, "user_steps": 1000, "sft_lr": 2e-5, "rl_steps": 200, "rl_batch": 32,
             "rl_lr": 1e-6, "beta": 0.04, "turns": 4, "max_new": 256, "user_new": 96, "n_eval": 200,
@@ -161,7 +188,7 @@ def memory_estimate(cfg: RealDialogueConfig) -> dict:
     m = model_shape(cfg.base_model or GPT2Config(vocab_size=cfg.vocab_size + 8, n_positions=max(1024, cfg.max_len),
                                                  n_embd=cfg.d_model, n_layer=cfg.n_layer, n_head=4))
     rl_len = cfg.max_len + cfg.turns * (cfg.max_new + cfg.user_new)
-    users = (m,) * 3  # prompted, calibrated, held-out user model
+    users = (m,) * 4  # prompted, calibrated, held-out and independent user models
     return estimate([
         Stage("pretraining / SFT", (), m, train_batch=cfg.batch, train_len=cfg.max_len),
         Stage("discriminators and probes", (m,) * 2, m, gen=m, gen_batch=64, gen_len=cfg.max_len, train_batch=cfg.batch,
@@ -181,33 +208,42 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
         guard_resume(out, cfg)
     state.wait_for_everyone()
     st = StageCache(out / "stages", save=state.is_main_process, barrier=state.wait_for_everyone)
-    prog = Progress(7 + len(cfg.seeds) * len(cfg.arms), "real_dialogue", stream=stream, enabled=state.is_main_process)
+    prog = Progress(8 + len(cfg.seeds) * len(cfg.arms), "real_dialogue", stream=stream, enabled=state.is_main_process)
     data = load_taskmaster(cfg.data_dir or None, cfg.n_dialogues or None, cfg.n_tm3 or None, rng=numpy_rng(cfg.seed, "split"))
     (train, calib, held), (tm3_train, _, tm3_held) = data["tm4"], data["tm3"]
     prog.update(note=f"Taskmaster-4 {len(train)}/{len(calib)}/{len(held)}, Taskmaster-3 {len(tm3_train)}/{len(tm3_held)} dialogues")
     sft = TrainingConfig(steps=cfg.sft_steps, batch=cfg.batch, lr=cfg.sft_lr, max_length=cfg.max_len, seed=cfg.seed)
-    users_cfg = CalibrationConfig(steps=cfg.user_steps, batch=cfg.batch, lr=cfg.sft_lr, max_length=cfg.max_len, seed=cfg.seed)
+    users_cfg = CalibrationConfig(steps=cfg.user_steps, batch=cfg.batch, lr=cfg.sft_lr, max_length=cfg.max_len, seed=cfg.seed,
+                                  view=cfg.user_view)
     base_cfg = TrainingConfig(steps=cfg.pretrain_steps, batch=cfg.batch, lr=cfg.lr, max_length=cfg.max_len, seed=cfg.seed)
     folders = {"base": Path(cfg.base_model) if cfg.base_model else st.folder_stage("base", lambda f: study.make_base(
         f, train + tm3_train, vocab_size=cfg.vocab_size, d_model=cfg.d_model, n_layer=cfg.n_layer, max_len=cfg.max_len,
         cfg=base_cfg, persona=users_cfg.persona, goal_annotated=cfg.goal_annotated, seed=cfg.seed))}
     prog.update(note="base model")
-    for name, convs in (("user_calibrated", train), ("user_heldout", held), ("user_calibrated_tm3", tm3_train)):
-        folders[name] = st.folder_stage(name, lambda f, convs=convs: calibrate(convs, folders["base"], f, users_cfg))
+    independent = trainer_seed(cfg.seed, "independent evaluator")
+    folders["base_independent"] = st.folder_stage("base_independent", lambda f: study.make_base(
+        f, calib + held + tm3_train, vocab_size=cfg.independent_vocab_size, d_model=cfg.independent_d_model,
+        n_layer=cfg.independent_n_layer, max_len=cfg.max_len, cfg=replace(base_cfg, steps=cfg.independent_pretrain_steps, seed=independent),
+        persona=users_cfg.persona, goal_annotated=cfg.goal_annotated, seed=independent))
+    prog.update(note="independent evaluator's base model")
+    for name, convs, base in (("user_calibrated", train, "base"), ("user_heldout", held, "base"), ("user_calibrated_tm3", tm3_train, "base"),
+                              ("user_independent", held, "base_independent")):
+        folders[name] = st.folder_stage(name, lambda f, convs=convs, base=base: calibrate(
+            convs, folders[base], f, replace(users_cfg, seed=independent) if base == "base_independent" else users_cfg))
     folders["agent_sft"] = st.folder_stage("agent_sft", lambda f: sft_agent(train, folders["base"], f, sft, SYSTEM))
     prog.update(note="user models and SFT agent")
-    users = study.user_models(folders, user_new=cfg.user_new, accept_wrong=cfg.accept_wrong, leak=cfg.leak)
+    users = study.user_models(folders, user_new=cfg.user_new, accept_wrong=cfg.accept_wrong, leak=cfg.leak, view=cfg.user_view)
     builder = Taskmaster4Probes(fold=True)
     probes = builder.build([data["tm4_raw"][c.id] for c in calib[: cfg.n_probe]], rng=numpy_rng(cfg.seed, "probes"))
     measures = {
-        "realism": st.json("realism", lambda: study.realism(folders, calib, tm3_held, cfg.max_len)),
+        "realism": st.json("realism", lambda: study.realism(folders, calib, tm3_held, cfg.max_len, cfg.user_view)),
         "discriminator": st.json("discriminator", lambda: study.discriminators(
             users, folders, tm3_train, tm3_held, user_new=cfg.user_new, steps=cfg.classifier_steps, batch=cfg.batch,
             lr=cfg.sft_lr, max_len=cfg.max_len, n_disc=cfg.n_disc, seed=cfg.seed)),
         "sycophancy": st.json("sycophancy", lambda: study.sycophancy(users, probes, builder, cfg.seed)),
         "logged_confirmations": st.json("logged_confirmations", lambda: logged_confirmations(probes, builder, taskmaster4_judge))}
     prog.update(note="realism, discriminators, sycophancy")
-    goals = study.evaluation_goals(held, cfg.n_eval)
+    goals = study.evaluation_goals(held if cfg.eval_split == "held-out" else calib, cfg.n_eval)
     ev = dict(turns=cfg.turns, max_new=cfg.max_new, temperature=cfg.eval_temperature)
     runs = []
     for seed in cfg.seeds:
@@ -217,13 +253,12 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
     for seed in cfg.seeds:
         for arm in cfg.arms:
             sim = ARMS[arm][1]
-            pcfg = ParadigmConfig(steps=cfg.rl_steps, batch=cfg.rl_batch, num_generations=cfg.num_generations, lr=cfg.rl_lr,
-                                  beta=cfg.beta, max_turns=cfg.turns, max_new_tokens=cfg.max_new, system=SYSTEM, user_first=True,
-                                  seed=seed)
-            agent = st.folder_stage(f"agent_{arm}_seed{seed}", lambda f, a=arm, c=pcfg: study.train_arm(
+            agent = st.folder_stage(f"agent_{arm}_seed{seed}", lambda f, a=arm, c=cfg.paradigm_config(seed): study.train_arm(
                 a, folders["agent_sft"], train, users, c, f))
             names = EVAL_USERS + ((sim,) if sim else ())
-            runs.append({"arm": arm, "seed": seed, "training_reward": json.loads((agent / METADATA).read_text())["reward"],
+            meta = json.loads((agent / METADATA).read_text())
+            runs.append({"arm": arm, "seed": seed, "training_reward": meta["reward"], "training_success": meta["success"],
+                         "zero_variance_steps": meta["training_signal"]["zero_variance_steps"],
                          **st.json(f"eval_{arm}_seed{seed}", lambda a=agent, n=names, s=seed: study.evaluate(a, users, n, goals, seed=s, **ev))})
             prog.update(note=f"{arm}, seed {seed}")
     results = summarise(cfg, runs, measures)
@@ -235,7 +270,8 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
 
 def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict) -> dict:
     """Success per arm and evaluation user (mean over seeds, 95 % t-interval), the sim-to-real gaps
-    (success against the training simulator minus against the held-out user model, paired by seed),
+    (success against the training simulator minus against the held-out and against the independent
+    user model, paired by seed),
     and per-seed paired differences: every RL arm against the SFT agent, Calibrated Interactive RL
     against every other arm, each with its own verdict and the verdict that survives Holm's
     correction over that evaluation user's comparisons."""
@@ -251,10 +287,11 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict) -> dict
         sim = ARMS.get(arm, (None, None))[1]
         if sim:
             vs_sim = np.array([by[arm, s][sim]["mean"] for s in cfg.seeds])
-            gap = paired_difference(vs_sim, np.array([by[arm, s][EVAL_USERS[0]]["mean"] for s in cfg.seeds]), ("simulator", "held-out"))
             row["vs training simulator"] = float(vs_sim.mean())
-            row["sim-to-real gap"] = gap["mean"]
-            row["sim-to-real gap 95% CI"] = f"[{gap['low']:.3f}, {gap['high']:.3f}]"
+            for label, user in (("held-out", EVAL_USERS[0]), ("independent", EVAL_USERS[3])):
+                gap = paired_difference(vs_sim, np.array([by[arm, s][user]["mean"] for s in cfg.seeds]), ("simulator", label))
+                row[f"sim-to-real gap ({label})"] = gap["mean"]
+                row[f"sim-to-real gap ({label}) 95% CI"] = f"[{gap['low']:.3f}, {gap['high']:.3f}]"
         table.append(row)
     for user in EVAL_USERS:
         pairs = [(a, "sft") for a in cfg.arms] + [("calibrated", a) for a in cfg.arms if a != "calibrated" and "calibrated" in cfg.arms]
@@ -265,11 +302,17 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict) -> dict
         paired += [{**r, "holm verdict": v} for r, v in zip(rows, holm_verdicts(rows))]
     flat = [{"arm": r["arm"], "seed": r["seed"], "user": u, "success": v["mean"], "n": v["n"]}
             for r in runs for u, v in r.items() if isinstance(v, dict)]
-    training = [{"arm": r["arm"], "seed": r["seed"], **trend(r["training_reward"])} for r in runs if "training_reward" in r]
+    training = [{"arm": r["arm"], "seed": r["seed"], "curve": curve, **trend(r[key]),
+                 "zero_variance_steps": r["zero_variance_steps"]}
+                for r in runs if "training_reward" in r
+                for curve, key in (("goal success", "training_success"), ("reward", "training_reward"))]
+    curves = {f"{r['arm']} seed {r['seed']}": r["training_success"] for r in runs if "training_success" in r}
     return {"config": asdict(cfg), "evaluation_users": list(EVAL_USERS), "table": table, "paired": paired, "runs": flat,
-            "training": training, **measures,
+            "training": training, "training_curves": curves, **measures,
             "note": "The evaluation users are models of people, not people: a user model trained on the held-out split "
-                    "of human dialogues, and the same model with a rule that rejects a wrong order it would accept."}
+                    "of human dialogues, the same model with a rule that rejects a wrong order it would accept, and an "
+                    "independent user model (another base model's size, tokenizer, seed and pretraining corpus, trained on "
+                    f"the same held-out split). Evaluation goals: the {cfg.eval_split} split."}
 
 
 def write_outputs(out: Path, results: dict, seconds: dict) -> None:
@@ -291,7 +334,7 @@ def write_outputs(out: Path, results: dict, seconds: dict) -> None:
     def fmt(e):
         return "n/a" if e is None else f"{e['value']:.3f} [{e['low']:.3f}, {e['high']:.3f}]"
 
-    syc = [{"user model": k, **{m: fmt(v[m]) for m in ("accept_right", "accept_wrong", "goal_disclosure")},
+    syc = [{"user model": k, **{m: fmt(v.get(m)) for m in ("accept_right", "accept_wrong", "goal_disclosure", "goal_consistency")},
             "discrimination": "n/a" if v["discrimination"] is None else
             f"{v['discrimination']['value']:.3f} [{v['discrimination']['low']:.3f}, {v['discrimination']['high']:.3f}]"}
            for k, v in results["sycophancy"].items()]
@@ -302,7 +345,8 @@ def write_outputs(out: Path, results: dict, seconds: dict) -> None:
     md = ("# Real dialogues (Taskmaster-4 / Taskmaster-3)\n\n" + results["note"]
           + "\n\n## Goal success (mean over seeds, 95 % interval)\n\n" + markdown_table(results["table"])
           + "\n## Paired differences over seeds\n\n" + markdown_table(results["paired"])
-          + "\n## GRPO training reward (mean over the first and last quarter of the steps; rise of a fitted line)\n\n"
+          + "\n## GRPO training: goal success and reward per step against each arm's own training signal (mean over the first and "
+            "last quarter of the steps; rise of a fitted line with its 95 % interval; steps in which every group had one reward)\n\n"
           + markdown_table(results["training"])
           + "\n## User models: NLL of held-out human user turns\n\n" + markdown_table(nll)
           + "\n## Taskmaster-3: real-vs-simulated discriminator AUC by user turn (0.5: indistinguishable)\n\n"
@@ -314,6 +358,8 @@ def write_outputs(out: Path, results: dict, seconds: dict) -> None:
     plot_text_realism(results, out / "realism_by_turn")
     plot_text_sycophancy(results, out / "sycophancy")
     plot_paradigm_success(results, out / "paradigms")
+    if results.get("training_curves"):
+        plot_training_curves(results, out / "training_curves")
 
 
 def retabulate(out: Path) -> dict:
@@ -327,7 +373,8 @@ def retabulate(out: Path) -> dict:
     for r in old["runs"]:
         runs.setdefault((r["arm"], r["seed"]), {"arm": r["arm"], "seed": r["seed"]})[r["user"]] = {"mean": r["success"], "n": r["n"]}
     measures = {k: old[k] for k in ("realism", "discriminator", "sycophancy", "logged_confirmations")}
-    results = summarise(cfg, list(runs.values()), measures) | {"training": old["training"]}
+    results = summarise(cfg, list(runs.values()), measures) | {"training": old["training"],
+                                                                 "training_curves": old.get("training_curves", {})}
     write_outputs(out, results, {})
     return results
 

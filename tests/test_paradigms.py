@@ -85,6 +85,24 @@ def test_a_run_without_reward_variance_warns_and_says_so(synthetic, tmp_path):
     assert all(torch.equal(trained[k], start[k]) for k in start)
 
 
+def test_a_partial_credit_is_paid_beside_the_judge_and_success_is_logged_apart(synthetic, tmp_path):
+    """With credit_weight w the reward per step is success + w * credit, and ``success`` records the
+    judge's own mean: here a judge that never pays beside a credit that varies, so the run learns
+    from the credit alone while its success curve stays at 0 (in both paradigms that take rewards)."""
+    prep, convs, base = synthetic
+    credit = lambda goal, messages: min(len(messages[-2 if messages[-1]["role"] == "user" else -1]["content"]) / 10, 1.0)  # noqa: E731
+    cfg = ParadigmConfig(steps=2, batch=4, num_generations=2, lr=1e-2, max_turns=2, max_new_tokens=5, credit_weight=0.5)
+    for paradigm, factory in (("interactive", lambda: HiddenGoalUser(prep.task, prompted_simulator(0.3, 0.2))), ("static", None)):
+        out = train_paradigm(paradigm, base, convs[:8], lambda goal, messages: 0.0, cfg, tmp_path / paradigm, factory, credit)
+        meta = json.loads((out / METADATA).read_text())
+        assert meta["success"] == [0.0, 0.0] and all(r > 0 for r in meta["reward"]), meta
+        assert meta["training_signal"]["no_op"] is False
+    with pytest.raises(ValueError, match="credit_weight 0.5 > 0 needs a credit judge"):
+        train_paradigm("static", base, convs[:8], lambda goal, messages: 0.0, cfg, tmp_path / "x")
+    with pytest.raises(ValueError, match="credit_weight must be >= 0"):
+        ParadigmConfig(credit_weight=-1)
+
+
 def test_the_system_prompt_comes_from_the_agent_folder(tmp_path):
     """Regression (a silent mismatch): an agent is evaluated and trained with the system prompt it
     was trained with, read from its shiftbounds.json; another prompt passed explicitly warns."""

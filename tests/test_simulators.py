@@ -19,7 +19,15 @@ from shiftbounds.conversations.calibration import (
     user_turn_examples,
 )
 from shiftbounds.conversations.models import METADATA, load_chat_model
-from shiftbounds.conversations.simulators import HiddenGoalUser, LMUser, OrderingUser, UserSimulator, simulator_view
+from shiftbounds.conversations.simulators import (
+    HiddenGoalUser,
+    LMUser,
+    OrderingUser,
+    UserSimulator,
+    reply_ids,
+    reply_prompt_ids,
+    simulator_view,
+)
 from shiftbounds.dialogue.tasks import memory_user, prompted_simulator
 
 
@@ -28,6 +36,46 @@ def test_simulator_view_flips_roles_and_hides_tools():
     view = simulator_view(msgs, {"order": ["latte"]}, "Goal: {goal}")
     assert view == [{"role": "system", "content": 'Goal: {"order": ["latte"]}'}, {"role": "assistant", "content": "hi"},
                     {"role": "user", "content": "order?"}]
+
+
+def test_as_user_view_keeps_roles_and_opens_a_user_turn(synthetic):
+    """In the as_user view the model reads the roles as they are and continues in the user's slot;
+    the reply's target ids are exactly what follows that prompt in the rendered dialogue."""
+    _, _, base = synthetic
+    _, tok = load_chat_model(base)
+    msgs = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "order?"}, {"role": "tool", "content": "{}"}]
+    view = simulator_view(msgs, "a latte", "Goal: {goal}", "as_user")
+    assert [m["role"] for m in view] == ["system", "user", "assistant"]
+    prompt = reply_prompt_ids(tok, msgs, "a latte", "Goal: {goal}", "as_user")
+    assert tok.decode(prompt).endswith("order?<|end|><|user|>")
+    p2, target = reply_ids(tok, msgs, "a latte", "one latte please", "Goal: {goal}", "as_user")
+    assert p2 == prompt and tok.decode(target) == "one latte please<|end|>"
+    pf, tf = reply_ids(tok, msgs, "a latte", "one latte please", "Goal: {goal}", "flipped")
+    assert tok.decode(pf).endswith("<|assistant|>") and tok.decode(tf) == "one latte please<|end|>"
+    with pytest.raises(ValueError, match="view must be one of"):
+        simulator_view(msgs, "a latte", view="sideways")
+
+
+def test_as_user_calibration_trains_on_the_user_turns_only(synthetic, tmp_path):
+    """The as_user examples' labels are the user turns' tokens and end marker, as in the flipped view,
+    and the calibrated folder loads back reading the dialogue in its own view."""
+    prep, convs, base = synthetic
+    model, tok = load_chat_model(base)
+    examples = user_turn_examples(convs[:4], view="as_user", tokenizer=tok)
+    assert all(isinstance(ex["prompt"], str) and ex["prompt"].endswith("<|user|>") for ex in examples)
+    targets = {m.content for c in convs[:4] for m in c.messages if m.role == "user"}
+    trainer = sft_trainer(examples, model, tok, CalibrationConfig(steps=1, batch=4), tmp_path)
+    batch = next(iter(trainer.get_train_dataloader()))
+    for ids, labels in zip(batch["input_ids"], batch["labels"]):
+        kept = ids[labels != -100]
+        assert tok.decode(kept, skip_special_tokens=True).strip() in targets
+        assert tok.decode(kept).endswith("<|end|>") and "<|user|>" not in tok.decode(kept)
+    out = calibrate(convs[:8], base, tmp_path / "sim", CalibrationConfig(steps=2, batch=4, view="as_user"))
+    sim = LMUser.from_pretrained(out, max_new_tokens=3)
+    assert sim.view == "as_user"
+    assert tok.decode(sim.prompt_ids([{"role": "user", "content": "hi"}, {"role": "assistant", "content": "ask:>=1"}])).endswith("<|user|>")
+    with pytest.raises(ValueError, match="pass the tokenizer"):
+        user_turn_examples(convs[:1], view="as_user")
 
 
 def test_every_simulator_follows_the_protocol(synthetic):

@@ -8,6 +8,8 @@ import json
 import numpy as np
 import pytest
 import torch
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from benchmarks.reference import ByteTokenizer, TinyLM, load_causal_lm, per_example_nll, span_nll
 from shiftbounds.conversations.classifiers import make_batch
@@ -17,6 +19,7 @@ from shiftbounds.conversations.taskmaster import (
     default_data_dir,
     load_reward_labels,
     load_tm4,
+    order_credit,
     order_success,
     parse_orders,
     split_by_dialogue,
@@ -163,12 +166,18 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     for name, d in res["discriminator"].items():
         assert 0.0 <= d["overall"]["value"] <= 1.0 and d["overall"]["n"] == sum(b["n"] for b in d["by_turn"].values()), name
     stages = tmp_path / "r" / "stages"
-    logged = json.loads((stages / "agent_static_seed1" / "shiftbounds.json").read_text())["reward"]
-    trend = next(t for t in res["training"] if (t["arm"], t["seed"]) == ("static", 1))
-    assert len(res["training"]) == 2 * 4 and trend["steps"] == len(logged) >= 1
-    assert trend["first_quarter"] == pytest.approx(logged[0]) and trend["last_quarter"] == pytest.approx(logged[-1])
+    meta = json.loads((stages / "agent_static_seed1" / "shiftbounds.json").read_text())
+    for curve, key in (("reward", "reward"), ("goal success", "success")):  # both curves, from the agent's own log
+        logged = meta[key]
+        trend = next(t for t in res["training"] if (t["arm"], t["seed"], t["curve"]) == ("static", 1, curve))
+        assert trend["steps"] == len(logged) >= 1 and trend["zero_variance_steps"] == meta["training_signal"]["zero_variance_steps"]
+        assert trend["first_quarter"] == pytest.approx(logged[0]) and trend["last_quarter"] == pytest.approx(logged[-1])
+    assert len(res["training"]) == 2 * 4 * 2 and res["training_curves"]["static seed 1"] == meta["success"]
+    assert (tmp_path / "r" / "training_curves.png").exists() and "independent user model" in res["evaluation_users"]
+    assert {"sim-to-real gap (held-out)", "sim-to-real gap (independent)"} <= set(res["table"][-1])
+    assert "goal_consistency" in syc["independent user model"]
     assert {p.name for p in stages.iterdir() if p.is_dir()} >= {"base", "user_calibrated", "user_heldout", "agent_sft",
-                                                                 "agent_calibrated_seed1"}
+                                                                 "agent_calibrated_seed1", "base_independent", "user_independent"}
     # a rerun loads every stage; a stage deleted and recomputed from the saved agent equals the saved one
     saved = json.loads((stages / "eval_calibrated_seed1.json").read_text())
     (stages / "eval_calibrated_seed1.json").unlink()
@@ -210,3 +219,25 @@ def test_last_only_prefill_keeps_the_last_logits_and_the_cache(family):
         a, _ = forward_with_cache(model, nxt, c_full)
         b, _ = forward_with_cache(model, nxt, c_last)
     torch.testing.assert_close(a, b)
+
+
+_drinks = st.builds(OrderItem, st.sampled_from(["latte", "mocha", "tea"]), st.integers(1, 2),
+                    st.lists(st.sampled_from(["oat milk", "large", "iced"]), max_size=2, unique=True).map(tuple))
+
+
+@given(st.lists(_drinks, min_size=1, max_size=3), st.lists(_drinks, min_size=0, max_size=3))
+@example([OrderItem("latte")], [])  # nothing ordered
+@example([OrderItem("latte", 1, ("iced",))], [OrderItem("latte", 1, ("iced",))])  # exact
+def test_partial_credit_lies_in_0_1_and_is_1_exactly_at_success(goal, ordered):
+    credit = order_credit(tuple(goal), ordered)
+    assert 0.0 <= credit <= 1.0
+    assert (credit == 1.0) == (order_success(tuple(goal), ordered) == 1.0)
+    if ordered and not {o.item for o in ordered} & {g.item for g in goal}:
+        assert credit == 0.0  # no drink right: no credit
+
+
+def test_partial_credit_counts_parts_of_a_drink():
+    goal = (OrderItem("latte", 2, ("iced", "oat milk")),)
+    assert order_credit(goal, [OrderItem("latte", 2, ("iced",))]) == 0.5 + 0.25 + 0.25 * 0.5
+    assert order_credit(goal, [OrderItem("latte", 1, ("iced", "oat milk"))]) == 0.75
+    assert order_credit(goal, [OrderItem("latte", 2, ("iced", "oat milk")), OrderItem("tea")]) == 0.5  # an extra drink halves it

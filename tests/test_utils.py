@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from scipy import stats
 from scipy.stats import norm
 
 from shiftbounds.utils.cli import build_parser, load_config_file, parse_config
@@ -98,11 +99,20 @@ class _Cfg:
 
 
 def test_trend_quarters_and_fitted_rise():
-    assert trend([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]) == {"steps": 8, "first_quarter": 0.5, "last_quarter": 6.5,
-                                                               "fitted_rise": pytest.approx(7.0)}
+    line = trend([0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0])
+    assert line["steps"] == 8 and line["first_quarter"] == 0.5 and line["last_quarter"] == 6.5
+    assert line["fitted_rise"] == pytest.approx(7.0) and line["rise_low"] == pytest.approx(7.0) == line["rise_high"]  # no residual
     flat = trend([1.0, 0.0, 1.0, 0.0, 1.0, 0.0])
     assert flat["first_quarter"] == 1.0 and flat["last_quarter"] == 0.0 and flat["fitted_rise"] == pytest.approx(-3 / 7)
-    assert trend([0.25]) == {"steps": 1, "first_quarter": 0.25, "last_quarter": 0.25, "fitted_rise": 0.0}
+    assert flat["rise_low"] < 0 < flat["rise_high"]  # an alternating series has no trend to speak of
+    # the interval is scipy's slope standard error, scaled to the series' length
+    rng = np.random.default_rng(0)
+    v = 0.01 * np.arange(40) + rng.normal(0, 0.1, 40)
+    fit = stats.linregress(np.arange(40), v)
+    t = trend(v)
+    assert t["rise_high"] - t["fitted_rise"] == pytest.approx(stats.t.ppf(0.975, 38) * fit.stderr * 39)
+    assert trend([0.25]) == {"steps": 1, "first_quarter": 0.25, "last_quarter": 0.25, "fitted_rise": 0.0, "rise_low": None,
+                             "rise_high": None}
     with pytest.raises(ValueError, match="non-empty 1-d series"):
         trend([])
 

@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from shiftbounds.conversations.models import chat_ids, load_chat_model, save_chat_model
+from shiftbounds.conversations.models import chat_ids, load_chat_model, save_chat_model, text_ids, user_turn_text
 from shiftbounds.conversations.records import ConversationData, as_conversations
 from shiftbounds.conversations.rollouts import agent_prompt
-from shiftbounds.conversations.simulators import PERSONA, goal_text, simulator_view
+from shiftbounds.conversations.simulators import PERSONA, VIEWS, goal_text, simulator_view
 from shiftbounds.utils.progress import attach_progress
 
 GOAL_HEADER = "The user's goal: {goal}."
@@ -77,25 +77,38 @@ class TrainingConfig:
 
 @dataclass(frozen=True)
 class CalibrationConfig(TrainingConfig):
-    """SFT of a user simulator: :class:`TrainingConfig` and the ``persona`` prompt it is trained under."""
+    """SFT of a user simulator: :class:`TrainingConfig`, the ``persona`` prompt it is trained under
+    and the ``view`` it reads the dialogue in (:data:`~shiftbounds.conversations.simulators.VIEWS`)."""
 
     persona: str = PERSONA
+    view: str = "flipped"
 
     def __post_init__(self) -> None:
         super().__post_init__()
         if "{goal}" not in self.persona:
             raise ValueError(f"persona must contain '{{goal}}'; got {self.persona!r}")
+        if self.view not in VIEWS:
+            raise ValueError(f"view must be one of {VIEWS}; got {self.view!r}")
 
 
-def user_turn_examples(convs: ConversationData, persona: str = PERSONA) -> list[dict[str, Any]]:
-    """One ``{"prompt": [...], "completion": [...]}`` example (TRL's conversational prompt-completion
-    format) per user turn of ``convs``, in the simulator's view."""
+def user_turn_examples(convs: ConversationData, persona: str = PERSONA, view: str = "flipped",
+                       tokenizer=None) -> list[dict[str, Any]]:
+    """One prompt-completion example per user turn of ``convs``, in the simulator's ``view``: TRL's
+    conversational format (``{"prompt": [...], "completion": [...]}``, the user's turn as the
+    assistant's) in the flipped view; in the ``as_user`` view the template-rendered text up to the
+    opened user turn and the turn's text (TRL's standard format; needs the ``tokenizer``)."""
+    if view == "as_user" and tokenizer is None:
+        raise ValueError("the as_user view renders its examples with the chat template: pass the tokenizer")
     out = []
     for c in convs:
         msgs = [m.as_dict() for m in c.messages]
         for j in c.turns("user"):
-            out.append({"prompt": simulator_view(msgs[:j], c.goal, persona),
-                        "completion": [{"role": "assistant", "content": msgs[j]["content"]}]})
+            history = simulator_view(msgs[:j], c.goal, persona, view)
+            if view == "flipped":
+                out.append({"prompt": history, "completion": [{"role": "assistant", "content": msgs[j]["content"]}]})
+            else:
+                prefix, turn = user_turn_text(tokenizer, history, msgs[j]["content"])
+                out.append({"prompt": prefix, "completion": turn})
     if not out:
         raise ValueError("the conversations hold no user turn to calibrate on")
     return out
@@ -151,8 +164,14 @@ def sft_trainer(examples: list[dict[str, Any]], model, tokenizer, cfg: TrainingC
 def warn_long_examples(examples: list[dict[str, Any]], tokenizer, max_length: int) -> int:
     """Warn (``UserWarning``) when examples are longer than ``max_length`` tokens, which the trainer
     cuts; returns how many are."""
-    lengths = [len(chat_ids(tokenizer, ex["prompt"] + ex["completion"] if "prompt" in ex else ex["messages"], False))
-               for ex in examples]
+    def n_tokens(ex: dict[str, Any]) -> int:
+        if "messages" in ex:
+            return len(chat_ids(tokenizer, ex["messages"], False))
+        if isinstance(ex["prompt"], str):
+            return len(text_ids(tokenizer, ex["prompt"] + ex["completion"]))
+        return len(chat_ids(tokenizer, ex["prompt"] + ex["completion"], False))
+
+    lengths = [n_tokens(ex) for ex in examples]
     long = sum(n > max_length for n in lengths)
     if long:
         warnings.warn(f"{long} of {len(examples)} training examples are longer than max_length={max_length} tokens "
@@ -184,8 +203,9 @@ def train_sft(examples: list[dict[str, Any]], base: str | Path, out_dir: str | P
 def calibrate(convs: ConversationData, base: str | Path, out_dir: str | Path, cfg: CalibrationConfig = CalibrationConfig()) -> Path:
     """SFT the model ``base`` (a Hub id or folder) into a calibrated simulator saved at ``out_dir``."""
     convs = as_conversations(convs)
-    examples = user_turn_examples(convs, cfg.persona)
-    return train_sft(examples, base, out_dir, cfg, {"kind": "calibrated", "persona": cfg.persona,
+    tokenizer = load_chat_model(base)[1] if cfg.view == "as_user" else None
+    examples = user_turn_examples(convs, cfg.persona, cfg.view, tokenizer)
+    return train_sft(examples, base, out_dir, cfg, {"kind": "calibrated", "persona": cfg.persona, "view": cfg.view,
                                                     "n_conversations": len(convs), "n_user_turns": len(examples)})
 
 

@@ -3,7 +3,7 @@
 These are the real-data views of ``delta_t`` (docs/theory.md §3):
 
 * :func:`user_turn_nll` / :func:`nll_by_turn` — per-token NLL of each human user turn under an LM
-  simulator, in the simulator's view (persona, goal, roles flipped), by user-turn index;
+  simulator, in the simulator's view (persona, goal, the view's roles), by user-turn index;
 * :func:`discriminator_auc_by_turn` — a real-vs-simulated classifier trained on human user turns and
   the simulator's replies at the same histories; its held-out ROC AUC overall and by user-turn index
   with 95 % intervals (0.5: indistinguishable at this classifier's size). Works for every
@@ -25,10 +25,10 @@ import numpy as np
 import torch
 
 from shiftbounds.conversations.classifiers import RewardModel, classifier_scores, fit_classifier
-from shiftbounds.conversations.models import chat_ids, load_chat_model, model_positions
+from shiftbounds.conversations.models import load_chat_model, model_positions
 from shiftbounds.conversations.records import Conversation
 from shiftbounds.conversations.rule_user import REPLY_KINDS
-from shiftbounds.conversations.simulators import PERSONA, UserSimulator, respond_all, simulator_view
+from shiftbounds.conversations.simulators import PERSONA, UserSimulator, reply_ids, respond_all
 from shiftbounds.conversations.tasks import Judge, Probe, ProbeBuilder, ProbeSet
 from shiftbounds.losses import token_log_probs
 from shiftbounds.utils.seeding import derive_seed, numpy_rng, torch_init_seed
@@ -76,20 +76,16 @@ def user_turns(convs: Sequence[Conversation], *, after_agent: bool = False) -> l
 
 
 @torch.no_grad()
-def user_turn_nll(model, tokenizer, turns: Sequence[UserTurn], *, persona: str = PERSONA, batch: int = 8,
-                  max_len: int = 1024) -> np.ndarray:
+def user_turn_nll(model, tokenizer, turns: Sequence[UserTurn], *, persona: str = PERSONA, view: str = "flipped",
+                  batch: int = 8, max_len: int = 1024) -> np.ndarray:
     """Mean NLL per token of each human turn (its text and end marker) under an LM simulator reading
-    the simulator's view; histories are cut from the left to fit ``max_len``, never more than the
+    the simulator's ``view`` (:data:`~shiftbounds.conversations.simulators.VIEWS`); histories are cut from the left to fit ``max_len``, never more than the
     model's positions (:func:`~shiftbounds.conversations.models.model_positions`)."""
     max_len = min(max_len, model_positions(model) or max_len)
     rows = []
     for u in turns:
-        view = simulator_view(u.history, u.conversation.goal, persona)
-        prompt = chat_ids(tokenizer, view, True)
-        full = chat_ids(tokenizer, view + [{"role": "assistant", "content": u.text}], False)
-        if full[: len(prompt)] != prompt:
-            raise ValueError("the chat template does not render a conversation's prefix as a prefix of the whole")
-        target = full[len(prompt):][: max_len - 1]
+        prompt, target = reply_ids(tokenizer, u.history, u.conversation.goal, u.text, persona, view)
+        target = target[: max_len - 1]
         rows.append((prompt[-(max_len - len(target)):], target))
     out = []
     pad = tokenizer.pad_token_id
@@ -109,12 +105,12 @@ def user_turn_nll(model, tokenizer, turns: Sequence[UserTurn], *, persona: str =
     return np.array(out)
 
 
-def nll_by_turn(model, tokenizer, convs: Sequence[Conversation], *, persona: str = PERSONA, batch: int = 8,
-                max_len: int = 1024, edges: Sequence[int] = TURN_EDGES) -> dict:
+def nll_by_turn(model, tokenizer, convs: Sequence[Conversation], *, persona: str = PERSONA, view: str = "flipped",
+                batch: int = 8, max_len: int = 1024, edges: Sequence[int] = TURN_EDGES) -> dict:
     """:func:`user_turn_nll` over every user turn of ``convs``: the mean overall and by user-turn
     bucket, each with a 95 % t-interval over turns, and the counts."""
     turns = user_turns(convs)
-    nll = user_turn_nll(model, tokenizer, turns, persona=persona, batch=batch, max_len=max_len)
+    nll = user_turn_nll(model, tokenizer, turns, persona=persona, view=view, batch=batch, max_len=max_len)
     buckets = np.array([turn_bucket(u.turn, edges) for u in turns])
     by = {b: _estimate(mean_ci(nll[buckets == b])) | {"n": int((buckets == b).sum())}
           for b in dict.fromkeys(turn_bucket(t, edges) for t in sorted({u.turn for u in turns}))}

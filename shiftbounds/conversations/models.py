@@ -75,6 +75,35 @@ def chat_ids(tokenizer, messages: list[dict], generation_prompt: bool) -> list[i
     return list(tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=True, return_dict=False))
 
 
+_SENTINEL = "\x00reply\x00"
+
+
+def user_turn_prefix(tokenizer, messages: list[dict]) -> str:
+    """The text of ``messages`` rendered by the tokenizer's chat template, followed by an opened
+    ``user`` turn (whatever the template writes before a user message's content): what a model reads
+    before it speaks *as the user*. Found by rendering a user message with a sentinel and cutting at
+    it, so any template works."""
+    text = tokenizer.apply_chat_template(messages + [{"role": "user", "content": _SENTINEL}], tokenize=False)
+    if text.count(_SENTINEL) != 1:
+        raise ValueError("the chat template does not render a user message's content verbatim; a user-role view needs one that does")
+    return text[: text.index(_SENTINEL)]
+
+
+def user_turn_text(tokenizer, messages: list[dict], content: str) -> tuple[str, str]:
+    """``(prefix, turn)``: :func:`user_turn_prefix` of ``messages`` and the text the template writes
+    for a user message ``content`` after it (the content and its end marker)."""
+    prefix = user_turn_prefix(tokenizer, messages)
+    full = tokenizer.apply_chat_template(messages + [{"role": "user", "content": content}], tokenize=False)
+    if not full.startswith(prefix):
+        raise ValueError("the chat template does not render a conversation's prefix as a prefix of the whole")
+    return prefix, full[len(prefix):]
+
+
+def text_ids(tokenizer, text: str) -> list[int]:
+    """Token ids of template-rendered ``text`` (its markers as special tokens; nothing added)."""
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
 def model_positions(model) -> int | None:
     """How many positions the model can read (``max_position_embeddings`` or ``n_positions`` of its
     config); ``None`` when the config states no limit."""

@@ -35,6 +35,7 @@ from shiftbounds.conversations.records import ConversationData, as_conversations
 from shiftbounds.conversations.rollouts import (
     Judge,
     agent_prompt,
+    credit_reward_func,
     judge_reward_func,
     make_rollout_func,
     rollout_dialogues,
@@ -63,6 +64,8 @@ class ParadigmConfig:
         max_turns: agent turns per dialogue (interactive paradigms).
         max_new_tokens: tokens per agent turn (every paradigm).
         temperature: sampling temperature of the agent.
+        credit_weight: weight of the partial-credit reward beside the judge's (weight 1); ``> 0`` needs
+            a ``credit`` judge. The judge's own reward per step is logged apart (``success``).
         system: the agent's system prompt (it never contains the goal); ``None`` (the default): the
             one the starting agent was trained with (its ``shiftbounds.json``), else :data:`SYSTEM`.
         user_first: the simulator opens every dialogue (interactive paradigms).
@@ -79,6 +82,7 @@ class ParadigmConfig:
     max_turns: int = 4
     max_new_tokens: int = 64
     temperature: float = 1.0
+    credit_weight: float = 0.0
     system: str | None = None
     user_first: bool = False
     seed: int = 0
@@ -89,6 +93,8 @@ class ParadigmConfig:
             raise ValueError(f"need steps, batch, max_turns, max_new_tokens >= 1 and num_generations >= 2; got {self}")
         if self.batch % self.num_generations:
             raise ValueError(f"batch ({self.batch}) must be a multiple of num_generations ({self.num_generations})")
+        if self.credit_weight < 0:
+            raise ValueError(f"credit_weight must be >= 0; got {self.credit_weight}")
         if self.lr <= 0 or self.beta < 0 or self.temperature <= 0:
             raise ValueError(f"need lr > 0, beta >= 0, temperature > 0; got {self.lr}, {self.beta}, {self.temperature}")
 
@@ -122,6 +128,7 @@ def grpo_config(cfg: ParadigmConfig, output_dir: str | Path):
 
     return GRPOConfig(output_dir=str(output_dir), max_steps=cfg.steps, per_device_train_batch_size=cfg.batch,
                       num_generations=cfg.num_generations, learning_rate=cfg.lr, beta=cfg.beta,
+                      reward_weights=[1.0, cfg.credit_weight] if cfg.credit_weight > 0 else None,
                       max_completion_length=cfg.max_new_tokens, temperature=cfg.temperature, seed=cfg.seed,
                       data_seed=cfg.seed, logging_steps=1, **cfg.reporting.trainer_args(), bf16=False, fp16=False,
                       disable_tqdm=True, dataloader_num_workers=0, use_cpu=not torch.cuda.is_available(),
@@ -129,7 +136,8 @@ def grpo_config(cfg: ParadigmConfig, output_dir: str | Path):
 
 
 def paradigm_trainer(paradigm: str, agent: str | Path, convs: ConversationData, judge: Judge, cfg: ParadigmConfig,
-                     output_dir: str | Path, simulator_factory: Callable[[], UserSimulator] | None = None):
+                     output_dir: str | Path, simulator_factory: Callable[[], UserSimulator] | None = None,
+                     credit: Judge | None = None):
     """The configured ``trl.GRPOTrainer`` (not yet trained) of one paradigm.
 
     Args:
@@ -138,6 +146,7 @@ def paradigm_trainer(paradigm: str, agent: str | Path, convs: ConversationData, 
         convs: the logs (static: their histories; interactive: their goals).
         judge: ``judge(goal, messages) -> float``.
         simulator_factory: a fresh user simulator (interactive and calibrated paradigms).
+        credit: a partial-credit judge, paid with weight ``cfg.credit_weight`` beside ``judge``.
     """
     convs = as_conversations(convs)
     from datasets import Dataset
@@ -146,21 +155,27 @@ def paradigm_trainer(paradigm: str, agent: str | Path, convs: ConversationData, 
 
     if paradigm not in PARADIGMS:
         raise ValueError(f"paradigm must be one of {PARADIGMS}; got {paradigm!r}")
+    if cfg.credit_weight > 0 and credit is None:
+        raise ValueError(f"credit_weight {cfg.credit_weight} > 0 needs a credit judge")
+    shaped = cfg.credit_weight > 0
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     _, tok = load_chat_model(agent)
     args = grpo_config(cfg, output_dir)
     system = resolve_system(cfg.system, agent)
     if paradigm == "static":
         ds, goals = static_context_dataset(convs, system)
-        return attach_progress(GRPOTrainer(model=str(agent), reward_funcs=static_reward_func(goals, judge), args=args,
+        funcs = [static_reward_func(goals, judge)] + ([static_reward_func(goals, credit, "static_credit_reward")] if shaped else [])
+        return attach_progress(GRPOTrainer(model=str(agent), reward_funcs=funcs, args=args,
                                            train_dataset=ds, processing_class=tok), paradigm)
     if simulator_factory is None:
         raise ValueError(f"the {paradigm} paradigm needs a simulator_factory")
     goals = {c.id: c.goal for c in convs}
     rollout = make_rollout_func(goals, simulator_factory, judge, max_turns=cfg.max_turns, max_new_tokens=cfg.max_new_tokens,
-                                temperature=cfg.temperature, seed=cfg.seed, user_first=cfg.user_first)
+                                temperature=cfg.temperature, seed=cfg.seed, user_first=cfg.user_first,
+                                credit=credit if shaped else None)
     ds = Dataset.from_list([{"prompt": agent_prompt(system, c.id)} for c in convs])
-    return attach_progress(GRPOTrainer(model=str(agent), reward_funcs=judge_reward_func, args=args, train_dataset=ds,
+    funcs = [judge_reward_func] + ([credit_reward_func] if shaped else [])
+    return attach_progress(GRPOTrainer(model=str(agent), reward_funcs=funcs, args=args, train_dataset=ds,
                                        processing_class=tok, rollout_func=rollout), paradigm)
 
 
@@ -185,9 +200,11 @@ def training_signal(log_history: Sequence[dict], moved: bool) -> dict:
 
 
 def train_paradigm(paradigm: str, agent: str | Path, convs: ConversationData, judge: Judge, cfg: ParadigmConfig,
-                   out_dir: str | Path, simulator_factory: Callable[[], UserSimulator] | None = None) -> Path:
+                   out_dir: str | Path, simulator_factory: Callable[[], UserSimulator] | None = None,
+                   credit: Judge | None = None) -> Path:
     """Train one paradigm (:func:`paradigm_trainer`) and save the agent to ``out_dir`` (model,
-    tokenizer, ``shiftbounds.json`` with the reward per step and :func:`training_signal`); returns
+    tokenizer, ``shiftbounds.json`` with the reward per step, the judge's own reward per step
+    (``success``: the goal success when a partial credit is paid beside it) and :func:`training_signal`); returns
     ``out_dir``. A run that learned nothing — no group with reward variance at any step, or weights
     that did not move — warns (``RuntimeWarning``) and says so in ``shiftbounds.json``
     (``training_signal.no_op``)."""
@@ -195,10 +212,11 @@ def train_paradigm(paradigm: str, agent: str | Path, convs: ConversationData, ju
 
     convs = as_conversations(convs)
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = paradigm_trainer(paradigm, agent, convs, judge, cfg, cfg.reporting.checkpoint_dir or tmp, simulator_factory)
+        trainer = paradigm_trainer(paradigm, agent, convs, judge, cfg, cfg.reporting.checkpoint_dir or tmp, simulator_factory, credit)
         before = _fingerprint(trainer.model)
         trainer.train()
     log = trainer.state.log_history
+    judged = f"rewards/{trainer.reward_func_names[0]}/mean"
     signal = training_signal(log, _fingerprint(trainer.model) != before)
     if signal["no_op"]:
         warnings.warn(f"{paradigm} RL from {agent} learned nothing: {signal['zero_variance_steps']} of {signal['steps']} "
@@ -208,6 +226,7 @@ def train_paradigm(paradigm: str, agent: str | Path, convs: ConversationData, ju
     meta = {"kind": "agent", "paradigm": paradigm, "base": str(agent), "system": cfg.system if cfg.system is not None else agent_system(agent) or SYSTEM,
             "n_conversations": len(convs),
             "reward": [float(h["reward"]) for h in log if "reward" in h],
+            "success": [float(h[judged]) for h in log if judged in h],
             "loss": [float(h["loss"]) for h in log if "loss" in h], "training_signal": signal, "config": asdict(cfg),
             "trl": trl.__version__}
     if trainer.accelerator.is_main_process:

@@ -119,11 +119,12 @@ def rollout_dialogue(model, tokenizer, prompt: list[dict], goal: Any, simulator:
 
 def make_rollout_func(goals: Mapping[str, Any], simulator_factory: Callable[[], UserSimulator], judge: Judge, *,
                       max_turns: int = 4, max_new_tokens: int = 16, temperature: float = 1.0, seed: int = 0,
-                      user_first: bool = False):
+                      user_first: bool = False, credit: Judge | None = None):
     """The ``rollout_func`` for ``GRPOTrainer``: one dialogue per prompt it is given, against a fresh
-    simulator from ``simulator_factory``, scored by ``judge``; ``goals`` maps each conversation key to
-    its goal. Every dialogue's draws come from (``seed``, trainer step, position in the global batch),
-    so a run on several processes rolls out the dialogues of a single-process run."""
+    simulator from ``simulator_factory``, scored by ``judge`` (and by ``credit``, a partial-credit
+    judge, into ``credit_reward`` when given); ``goals`` maps each conversation key to its goal. Every
+    dialogue's draws come from (``seed``, trainer step, position in the global batch), so a run on
+    several processes rolls out the dialogues of a single-process run."""
     calls = {"n": 0}
 
     def rollout_func(prompts: Sequence[list[dict]], trainer) -> dict:
@@ -139,7 +140,10 @@ def make_rollout_func(goals: Mapping[str, Any], simulator_factory: Callable[[], 
                                  max_new_tokens=max_new_tokens, temperature=temperature,
                                  seeds=[derive_seed(seed, step, offset + i) for i in range(len(prompts))],
                                  user_first=user_first)
-        return {k: [o[k] for o in outs] for k in ("prompt_ids", "completion_ids", "env_mask", "logprobs", "judge_reward")}
+        out = {k: [o[k] for o in outs] for k in ("prompt_ids", "completion_ids", "env_mask", "logprobs", "judge_reward")}
+        if credit is not None:
+            out["credit_reward"] = [float(credit(goals[k], o["messages"])) for k, o in zip(keys, outs)]
+        return out
 
     return rollout_func
 
@@ -147,6 +151,11 @@ def make_rollout_func(goals: Mapping[str, Any], simulator_factory: Callable[[], 
 def judge_reward_func(prompts, completions, judge_reward, **_) -> list[float]:
     """The reward function that hands the rollout's judged rewards to the trainer."""
     return [float(r) for r in judge_reward]
+
+
+def credit_reward_func(prompts, completions, credit_reward, **_) -> list[float]:
+    """The reward function that hands the rollout's partial credit to the trainer."""
+    return [float(r) for r in credit_reward]
 
 
 # ------------------------------------------------------------------------ Static Context RL
@@ -170,9 +179,9 @@ def static_context_dataset(convs, system: str):
     return Dataset.from_list(rows), goals
 
 
-def static_reward_func(goals: Mapping[str, Any], judge: Judge):
-    """The reward function of Static Context RL: the judge scores the logged history followed by the
-    agent's one new turn (the dialogue does not continue: no simulator)."""
+def static_reward_func(goals: Mapping[str, Any], judge: Judge, name: str = "static_judge_reward"):
+    """The reward function of Static Context RL, named ``name``: the judge scores the logged history
+    followed by the agent's one new turn (the dialogue does not continue: no simulator)."""
     def reward(prompts, completions, **_) -> list[float]:
         out = []
         for p, c in zip(prompts, completions):
@@ -180,5 +189,5 @@ def static_reward_func(goals: Mapping[str, Any], judge: Judge):
             out.append(float(judge(goals[_key(p)], list(p[1:]) + [{"role": "assistant", "content": text}])))
         return out
 
-    reward.__name__ = "static_judge_reward"
+    reward.__name__ = name
     return reward

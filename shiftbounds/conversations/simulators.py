@@ -27,7 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from shiftbounds.conversations.models import METADATA, chat_ids, load_chat_model
+from shiftbounds.conversations.models import METADATA, chat_ids, load_chat_model, text_ids, user_turn_prefix, user_turn_text
 from shiftbounds.conversations.rule_user import RuleUser
 from shiftbounds.conversations.sampling import sample_batch
 from shiftbounds.conversations.tasks import order_items, placed_orders
@@ -61,13 +61,46 @@ def goal_text(goal: Any) -> str:
     return json.dumps(goal, sort_keys=True)
 
 
-def simulator_view(messages: list[dict], goal: Any, persona: str = PERSONA) -> list[dict]:
+VIEWS = ("flipped", "as_user")
+"""How an LM user reads the dialogue: ``flipped`` — the agent's turns as ``user`` and its own as
+``assistant``, so the model speaks in the assistant's slot (the usual way to prompt a chat model as a
+user); ``as_user`` — the roles as they are, the model continuing the dialogue in the ``user`` slot
+(the way a model pretrained on whole dialogues has seen customers speak)."""
+
+
+def simulator_view(messages: list[dict], goal: Any, persona: str = PERSONA, view: str = "flipped") -> list[dict]:
     """The dialogue as a user-simulator LM reads it: a system prompt with the persona and goal, then
-    the agent's turns as ``user`` and the user's as ``assistant``; tool messages are not shown (a
-    user does not see the agent's API calls)."""
-    flip = {"assistant": "user", "user": "assistant"}
+    the dialogue in the :data:`VIEWS` ``view`` (flipped: the agent's turns as ``user`` and the user's
+    as ``assistant``); tool messages are not shown (a user does not see the agent's API calls)."""
+    if view not in VIEWS:
+        raise ValueError(f"view must be one of {VIEWS}; got {view!r}")
+    roles = {"assistant": "user", "user": "assistant"} if view == "flipped" else {"assistant": "assistant", "user": "user"}
     out = [{"role": "system", "content": persona.format(goal=goal_text(goal))}]
-    return out + [{"role": flip[m["role"]], "content": m["content"]} for m in messages if m["role"] in flip]
+    return out + [{"role": roles[m["role"]], "content": m["content"]} for m in messages if m["role"] in roles]
+
+
+def reply_prompt_ids(tokenizer, messages: list[dict], goal: Any, persona: str = PERSONA, view: str = "flipped") -> list[int]:
+    """The token ids an LM user reads before its next reply to ``messages``, in its ``view``."""
+    msgs = simulator_view(messages, goal, persona, view)
+    return chat_ids(tokenizer, msgs, True) if view == "flipped" else text_ids(tokenizer, user_turn_prefix(tokenizer, msgs))
+
+
+def reply_ids(tokenizer, messages: list[dict], goal: Any, reply: str, persona: str = PERSONA,
+              view: str = "flipped") -> tuple[list[int], list[int]]:
+    """``(prompt, target)`` token ids of a user ``reply`` to ``messages`` in the ``view``: what the
+    model reads (:func:`reply_prompt_ids`) and the reply's tokens with its end marker."""
+    msgs = simulator_view(messages, goal, persona, view)
+    if view == "flipped":
+        prompt = chat_ids(tokenizer, msgs, True)
+        full = chat_ids(tokenizer, msgs + [{"role": "assistant", "content": reply}], False)
+        if full[: len(prompt)] != prompt:
+            raise ValueError("the chat template does not render a conversation's prefix as a prefix of the whole")
+        return prompt, full[len(prompt):]
+    prefix, turn = user_turn_text(tokenizer, msgs, reply)
+    prompt, full = text_ids(tokenizer, prefix), text_ids(tokenizer, prefix + turn)
+    if full[: len(prompt)] != prompt:
+        raise ValueError("the tokenizer merges tokens across the start of the user's turn; a user-role view needs a boundary there")
+    return prompt, full[len(prompt):]
 
 
 class LMUser:
@@ -81,29 +114,33 @@ class LMUser:
         stop: ``stop(reply, messages) -> bool``, the task's rule for a reply that ends the dialogue
             (e.g. Taskmaster-4: accepting a placed order), checked besides ``done_marker``.
         name: label in reports (``"prompted"``, ``"calibrated"``).
+        view: how the model reads the dialogue (:data:`VIEWS`).
     """
 
     def __init__(self, model, tokenizer, *, persona: str = PERSONA, max_new_tokens: int = 48, temperature: float = 1.0,
                  done_marker: str = "[DONE]", stop: Callable[[str, list[dict]], bool] | None = None,
-                 name: str = "prompted") -> None:
+                 name: str = "prompted", view: str = "flipped") -> None:
+        if view not in VIEWS:
+            raise ValueError(f"view must be one of {VIEWS}; got {view!r}")
         if "{goal}" not in persona:
             raise ValueError(f"persona must contain '{{goal}}' where the goal goes; got {persona!r}")
         if temperature < 0 or max_new_tokens < 1:
             raise ValueError(f"need temperature >= 0 and max_new_tokens >= 1; got {temperature}, {max_new_tokens}")
         self.model, self.tokenizer = model, tokenizer
         self.persona, self.max_new_tokens, self.temperature = persona, max_new_tokens, temperature
-        self.done_marker, self.stop, self.name = done_marker, stop, name
+        self.done_marker, self.stop, self.name, self.view = done_marker, stop, name, view
         self.goal, self._seed, self._calls = None, 0, 0
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | Path, **kw) -> LMUser:
         """Load a simulator from a Hub id or a folder; a folder written by
-        :func:`~shiftbounds.conversations.calibration.calibrate` supplies its persona and name."""
+        :func:`~shiftbounds.conversations.calibration.calibrate` supplies its persona, view and name."""
         model, tok = load_chat_model(name_or_path)
         meta_path = Path(name_or_path) / METADATA
         meta = json.loads(meta_path.read_text()) if meta_path.is_file() else {}
         kw.setdefault("persona", meta.get("persona", PERSONA))
         kw.setdefault("name", meta.get("kind", "prompted"))
+        kw.setdefault("view", meta.get("view", "flipped"))
         return cls(model, tok, **kw)
 
     def reset(self, goal: Any, *, seed: int | None = None) -> None:
@@ -112,13 +149,11 @@ class LMUser:
     def prompt_ids(self, messages: list[dict]) -> list[int]:
         """The token ids the model reads before its reply; a history too long for the model's
         positions (less the reply's) loses its oldest turns, never the persona and goal."""
-        view = simulator_view(messages, self.goal, self.persona)
-
-        ids = chat_ids(self.tokenizer, view, True)
+        ids = reply_prompt_ids(self.tokenizer, messages, self.goal, self.persona, self.view)
         config = self.model.config
         limit = (getattr(config, "n_positions", None) or getattr(config, "max_position_embeddings", None) or 10**9) - self.max_new_tokens
         if len(ids) > limit:
-            head = chat_ids(self.tokenizer, view[:1], False)
+            head = chat_ids(self.tokenizer, simulator_view([], self.goal, self.persona, self.view), False)
             ids = head + ids[len(ids) - (limit - len(head)):]
         return ids
 

@@ -122,6 +122,30 @@ def order_success(goal: tuple[OrderItem, ...], ordered: list[OrderItem]) -> floa
     return float(sorted(goal, key=repr) == sorted(ordered, key=repr))
 
 
+def order_credit(goal: tuple[OrderItem, ...], ordered: list[OrderItem]) -> float:
+    """Partial credit for an order, in [0, 1] and 1 exactly when :func:`order_success` is: each goal
+    drink is paired with at most one ordered drink of the same item (the best pairs first), a pair
+    scoring 1/2 for the item, 1/4 for the quantity and 1/4 times the options' Jaccard overlap
+    (both empty: 1); the sum is divided by the larger of the two counts, so missing and extra drinks
+    both cost."""
+    if not goal and not ordered:
+        return 1.0
+
+    def score(g: OrderItem, o: OrderItem) -> float:
+        union = set(g.options) | set(o.options)
+        overlap = len(set(g.options) & set(o.options)) / len(union) if union else 1.0
+        return 0.5 + 0.25 * (g.quantity == o.quantity) + 0.25 * overlap if g.item == o.item else 0.0
+
+    pairs = sorted(((score(g, o), i, j) for i, g in enumerate(goal) for j, o in enumerate(ordered)), key=lambda p: (-p[0], p[1], p[2]))
+    used_g, used_o, total = set(), set(), 0.0
+    for value, i, j in pairs:
+        if value > 0 and i not in used_g and j not in used_o:
+            used_g.add(i)
+            used_o.add(j)
+            total += value
+    return total / max(len(goal), len(ordered))
+
+
 ORDER_CALL = re.compile(r"add_order_item\s*(?=\{)")
 _DECODER = json.JSONDecoder()
 

@@ -24,6 +24,7 @@ from shiftbounds.conversations.tasks import (
     ProbeBuilder,
     ProbeSet,
     taskmaster4_correction,
+    taskmaster4_credit,
     taskmaster4_judge,
     taskmaster4_placed,
     taskmaster4_stop,
@@ -33,9 +34,12 @@ from shiftbounds.utils.seeding import derive_seed
 ARMS = {"static": ("static", None), "interactive_rule": ("interactive", "rule-based"),
         "interactive_prompted": ("interactive", "prompted"), "calibrated": ("calibrated", "calibrated")}
 """Each RL arm: its paradigm and the simulator it trains against."""
-EVAL_USERS = ("held-out user model", "held-out user model + wrong-order rule", "logged opening, then held-out model + rule")
-"""The evaluation users: the held-out user model, the same with the wrong-order rule, and the latter
-after the held-out dialogue's logged human opening (a real request, whatever the model would say)."""
+EVAL_USERS = ("held-out user model", "held-out user model + wrong-order rule", "logged opening, then held-out model + rule",
+              "independent user model")
+"""The evaluation users: the held-out user model, the same with the wrong-order rule, the latter
+after the held-out dialogue's logged human opening (a real request, whatever the model would say),
+and the independent user model (another base model: its own tokenizer, size, pretraining seed and
+corpus, never the agents' training split; then the same SFT on the held-out split)."""
 
 
 def make_base(folder: Path, convs: Sequence[Conversation], *, vocab_size: int, d_model: int, n_layer: int, max_len: int,
@@ -49,27 +53,34 @@ def make_base(folder: Path, convs: Sequence[Conversation], *, vocab_size: int, d
         pretrain(list(convs), init, folder, cfg, GOAL_HEADER if goal_annotated else None)
 
 
-def user_models(folders: dict[str, Path], *, user_new: int, accept_wrong: float, leak: float) -> dict:
-    """The simulators and evaluation users, each loaded once (clones share the weights)."""
+def user_models(folders: dict[str, Path], *, user_new: int, accept_wrong: float, leak: float, view: str) -> dict:
+    """The simulators and evaluation users, each loaded once (clones share the weights); the prompted
+    simulator reads the dialogue in ``view``, the calibrated ones in the view they were trained in."""
     kw = dict(max_new_tokens=user_new, stop=taskmaster4_stop)
     held = LMUser.from_pretrained(folders["user_heldout"], name="held-out user model", **kw)
     users = {"rule-based": OrderingUser(accept_wrong, leak),
-             "prompted": LMUser.from_pretrained(folders["base"], name="prompted", **kw),
+             "prompted": LMUser.from_pretrained(folders["base"], name="prompted", view=view, **kw),
              "calibrated": LMUser.from_pretrained(folders["user_calibrated"], **kw),
              EVAL_USERS[0]: held,
              EVAL_USERS[1]: CorrectedUser(held, judge=taskmaster4_judge, placed=taskmaster4_placed, accepts=is_acceptance,
                                           correction=taskmaster4_correction, name=EVAL_USERS[1])}
     users[EVAL_USERS[2]] = LoggedOpeningUser(users[EVAL_USERS[1]], name=EVAL_USERS[2])
+    users[EVAL_USERS[3]] = LMUser.from_pretrained(folders["user_independent"], name=EVAL_USERS[3], **kw)
     return users
 
 
-def realism(folders: dict[str, Path], calib: Sequence[Conversation], tm3_held: Sequence[Conversation], max_len: int) -> dict:
-    """NLL of held-out human user turns by turn, per user model, on Taskmaster-4 and Taskmaster-3."""
-    nll = {name: nll_by_turn(*load_chat_model(folders[key]), calib, max_len=max_len)
-           for name, key in (("prompted", "base"), ("calibrated", "user_calibrated"), ("held-out user model", "user_heldout"))}
-    tm3 = {name: nll_by_turn(*load_chat_model(folders[key]), tm3_held, max_len=max_len)
-           for name, key in (("prompted", "base"), ("calibrated (Taskmaster-3)", "user_calibrated_tm3"))}
-    return {"tm4": nll, "tm3": tm3}
+def realism(folders: dict[str, Path], calib: Sequence[Conversation], tm3_held: Sequence[Conversation], max_len: int,
+            view: str) -> dict:
+    """NLL of held-out human user turns by turn, per user model (each in its own view; the prompted
+    simulator in ``view``), on Taskmaster-4 and Taskmaster-3."""
+    def nll(key: str, convs: Sequence[Conversation]) -> dict:
+        u = LMUser.from_pretrained(folders[key], **({"view": view} if key == "base" else {}))
+        return nll_by_turn(u.model, u.tokenizer, convs, persona=u.persona, view=u.view, max_len=max_len)
+
+    tm4 = {name: nll(key, calib) for name, key in (("prompted", "base"), ("calibrated", "user_calibrated"),
+                                                    ("held-out user model", "user_heldout"), (EVAL_USERS[3], "user_independent"))}
+    tm3 = {name: nll(key, tm3_held) for name, key in (("prompted", "base"), ("calibrated (Taskmaster-3)", "user_calibrated_tm3"))}
+    return {"tm4": tm4, "tm3": tm3}
 
 
 def discriminators(users: dict, folders: dict[str, Path], tm3_train: Sequence[Conversation], tm3_held: Sequence[Conversation], *,
@@ -84,13 +95,13 @@ def discriminators(users: dict, folders: dict[str, Path], tm3_train: Sequence[Co
 
 def sycophancy(users: dict, probes: ProbeSet, builder: ProbeBuilder, seed: int) -> dict:
     """The sycophancy report of the logged people and of every simulator and evaluation user."""
-    who = {"people (logged replies)": None, **{k: users[k] for k in ("rule-based", "prompted", "calibrated", *EVAL_USERS[:2])}}
+    who = {"people (logged replies)": None, **{k: users[k] for k in ("rule-based", "prompted", "calibrated", *EVAL_USERS[:2], EVAL_USERS[3])}}
     return {name: sycophancy_report(u, probes, builder, seed=derive_seed(seed, "sycophancy")) for name, u in who.items()}
 
 
 def evaluation_goals(held: Sequence[Conversation], n: int) -> list[Conversation]:
-    """The first ``n`` held-out dialogues, each goal also carrying its dialogue's logged opening
-    (read only by the logged-opening user)."""
+    """The first ``n`` dialogues of an evaluation split, each goal also carrying its dialogue's logged
+    opening (read only by the logged-opening user)."""
     return [Conversation(c.id, {**c.goal, "opening": next(m.content for m in c.messages if m.role == "user")}, c.messages)
             for c in held[:n]]
 
@@ -105,6 +116,8 @@ def evaluate(folder: Path, users: dict, names: Sequence[str], goals: Sequence[Co
 
 
 def train_arm(arm: str, sft_folder: Path, train: Sequence[Conversation], users: dict, cfg: ParadigmConfig, folder: Path) -> Path:
-    """One RL arm of :data:`ARMS` from the SFT agent, saved in ``folder``."""
+    """One RL arm of :data:`ARMS` from the SFT agent, saved in ``folder``: paid by goal success and,
+    with ``cfg.credit_weight`` > 0, by partial credit beside it (:func:`~shiftbounds.conversations.tasks.taskmaster4_credit`)."""
     paradigm, sim = ARMS[arm]
-    return train_paradigm(paradigm, sft_folder, list(train), taskmaster4_judge, cfg, folder, users[sim].clone if sim else None)
+    return train_paradigm(paradigm, sft_folder, list(train), taskmaster4_judge, cfg, folder, users[sim].clone if sim else None,
+                          taskmaster4_credit)

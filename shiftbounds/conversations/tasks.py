@@ -26,6 +26,7 @@ from shiftbounds.conversations.taskmaster import (
     goal_text,
     load_reward_labels,
     load_tm4,
+    order_credit,
     order_item,
     order_success,
     parse_orders,
@@ -119,6 +120,13 @@ def taskmaster4_judge(goal: Any, messages: list[dict]) -> float:
     """Taskmaster-4 goal success: 1 when the dialogue's ``add_order_item`` calls order exactly the
     goal's drinks (item, quantity and options, as a multiset), else 0."""
     return order_success(order_items(goal), placed_orders(messages))
+
+
+def taskmaster4_credit(goal: Any, messages: list[dict]) -> float:
+    """Taskmaster-4 partial credit for the orders placed in a dialogue
+    (:func:`~shiftbounds.conversations.taskmaster.order_credit`): items, quantities and options
+    right count in part; 1 exactly when :func:`taskmaster4_judge` is 1."""
+    return order_credit(order_items(goal), placed_orders(messages))
 
 
 SWAP_ITEMS = ("latte", "mocha", "cortado", "cappuccino", "macchiato", "chai latte", "matcha latte", "americano", "espresso")

@@ -1,5 +1,5 @@
 """The text path on Taskmaster (``experiments.real_dialogue``): realism by turn, sycophancy probes,
-goal success of the paradigms."""
+goal success of the paradigms and their training curves."""
 
 from __future__ import annotations
 
@@ -75,6 +75,26 @@ def plot_paradigm_success(results: dict, stem: Path) -> list[Path]:
             ax.plot([j + width * i] * len(seeds), seeds, "k.", ms=2)
     ax.set_ylabel("goal success (held-out goals)")
     ax.legend(frameon=False, fontsize=6)
+    return save_figure(fig, stem)
+
+
+def plot_training_curves(results: dict, stem: Path) -> list[Path]:
+    """Goal success per GRPO step against each arm's own training signal (the simulator's dialogues,
+    or the logged contexts of Static Context RL), one panel per arm: every seed (thin) and the mean
+    over seeds (bold)."""
+    curves = results["training_curves"]
+    arms = list(dict.fromkeys(k.rsplit(" seed ", 1)[0] for k in curves))
+    fig, axes = new_figure(ncols=max(len(arms), 1), width=2.4, height=2.2)
+    for ax, arm in zip(axes[0], arms):
+        runs = [np.asarray(v, dtype=float) for k, v in curves.items() if k.rsplit(" seed ", 1)[0] == arm]
+        n = min(len(r) for r in runs)
+        for r in runs:
+            ax.plot(np.arange(1, len(r) + 1), r, color="0.7", linewidth=0.5)
+        ax.plot(np.arange(1, n + 1), np.mean([r[:n] for r in runs], axis=0), color="k", linewidth=1.2, label="mean over seeds")
+        ax.set_title(arm, fontsize=8)
+        ax.set_xlabel("GRPO step")
+        ax.set_ylim(-0.02, 1.02)
+    axes[0][0].set_ylabel("goal success in training")
     return save_figure(fig, stem)
 
 

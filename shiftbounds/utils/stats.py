@@ -270,14 +270,26 @@ def holm_verdicts(rows: Sequence[dict], alpha: float = 0.05) -> list[str]:
 
 
 def trend(values: Sequence[float]) -> dict:
-    """A series' mean over its first and last quarter (at least one value each) and the rise of its
-    least-squares line over the whole series (0 for a single value)."""
+    """A series' mean over its first and last quarter (at least one value each), the rise of its
+    least-squares line over the whole series (0 for a single value) and that rise's 95 % interval
+    (``rise_low``, ``rise_high``: the slope's t-interval from the residuals, independent errors
+    assumed; ``None`` below three values)."""
     v = np.asarray(values, dtype=float)
     if v.ndim != 1 or v.size < 1:
         raise ValueError(f"trend needs a non-empty 1-d series; got shape {v.shape}")
     q = max(1, v.size // 4)
-    rise = float(np.polyfit(np.arange(v.size), v, 1)[0] * (v.size - 1)) if v.size > 1 else 0.0
-    return {"steps": int(v.size), "first_quarter": float(v[:q].mean()), "last_quarter": float(v[-q:].mean()), "fitted_rise": rise}
+    out = {"steps": int(v.size), "first_quarter": float(v[:q].mean()), "last_quarter": float(v[-q:].mean()),
+           "fitted_rise": 0.0, "rise_low": None, "rise_high": None}
+    if v.size > 1:
+        x = np.arange(v.size, dtype=float)
+        slope, intercept = np.polyfit(x, v, 1)
+        out["fitted_rise"] = float(slope * (v.size - 1))
+        if v.size > 2:
+            resid = v - (slope * x + intercept)
+            se = np.sqrt(resid @ resid / (v.size - 2) / ((x - x.mean()) @ (x - x.mean())))
+            half = float(_stats.t.ppf(0.975, v.size - 2) * se * (v.size - 1))
+            out["rise_low"], out["rise_high"] = out["fitted_rise"] - half, out["fitted_rise"] + half
+    return out
 
 
 def plateau_step(steps: Sequence[int], values: Sequence[float], *, tol: float, tail: int = 3) -> int | None:
