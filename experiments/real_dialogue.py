@@ -111,6 +111,7 @@ class RealDialogueConfig:
     turns: int = field(default=2, metadata={"help": "agent turns per dialogue (Taskmaster-4: the order, then the goodbye)"})
     max_new: int = field(default=192, metadata={"help": "tokens per agent turn (an order turn with its API calls: 120 median, 165 at the 90th percentile)"})
     user_new: int = field(default=48, metadata={"help": "tokens per simulated user turn"})
+    user_temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the LM user models (0: greedy)"})
     eval_temperature: float = field(default=0.0, metadata={"help": "agent temperature at evaluation (0: greedy)"})
     n_eval: int = field(default=128, metadata={"help": "goals per evaluation"})
     eval_split: str = field(default="held-out", metadata={"help": "split the evaluation goals come from: held-out, or calibration "
@@ -144,8 +145,8 @@ class RealDialogueConfig:
             raise ValueError(f"--seeds needs at least two distinct seeds (paired intervals); got {self.seeds}")
         if not (0 <= self.accept_wrong <= 1 and 0 <= self.leak <= 1):
             raise ValueError(f"--accept-wrong and --leak must lie in [0, 1]; got {self.accept_wrong}, {self.leak}")
-        if self.eval_temperature < 0:
-            raise ValueError(f"--eval-temperature must be >= 0; got {self.eval_temperature}")
+        if self.eval_temperature < 0 or self.user_temperature < 0:
+            raise ValueError(f"--eval-temperature and --user-temperature must be >= 0; got {self.eval_temperature}, {self.user_temperature}")
         if self.user_view not in VIEWS:
             raise ValueError(f"--user-view must be one of {', '.join(VIEWS)}; got {self.user_view!r}")
         if self.eval_split not in ("held-out", "calibration"):
@@ -232,13 +233,14 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
             convs, folders[base], f, replace(users_cfg, seed=independent) if base == "base_independent" else users_cfg))
     folders["agent_sft"] = st.folder_stage("agent_sft", lambda f: sft_agent(train, folders["base"], f, sft, SYSTEM))
     prog.update(note="user models and SFT agent")
-    users = study.user_models(folders, user_new=cfg.user_new, accept_wrong=cfg.accept_wrong, leak=cfg.leak, view=cfg.user_view)
+    users = study.user_models(folders, user_new=cfg.user_new, accept_wrong=cfg.accept_wrong, leak=cfg.leak, view=cfg.user_view,
+                              temperature=cfg.user_temperature)
     builder = Taskmaster4Probes(fold=True)
     probes = builder.build([data["tm4_raw"][c.id] for c in calib[: cfg.n_probe]], rng=numpy_rng(cfg.seed, "probes"))
     measures = {
         "realism": st.json("realism", lambda: study.realism(folders, calib, tm3_held, cfg.max_len, cfg.user_view)),
         "discriminator": st.json("discriminator", lambda: study.discriminators(
-            users, folders, tm3_train, tm3_held, user_new=cfg.user_new, steps=cfg.classifier_steps, batch=cfg.batch,
+            users, folders, tm3_train, tm3_held, user_new=cfg.user_new, user_temperature=cfg.user_temperature, steps=cfg.classifier_steps, batch=cfg.batch,
             lr=cfg.sft_lr, max_len=cfg.max_len, n_disc=cfg.n_disc, seed=cfg.seed)),
         "sycophancy": st.json("sycophancy", lambda: study.sycophancy(users, probes, builder, cfg.seed)),
         "logged_confirmations": st.json("logged_confirmations", lambda: logged_confirmations(probes, builder, taskmaster4_judge))}
@@ -268,13 +270,16 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
     return results
 
 
-def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict) -> dict:
+def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, training: list[dict] | None = None,
+              curves: dict | None = None) -> dict:
     """Success per arm and evaluation user (mean over seeds, 95 % t-interval), the sim-to-real gaps
     (success against the training simulator minus against the held-out and against the independent
     user model, paired by seed),
     and per-seed paired differences: every RL arm against the SFT agent, Calibrated Interactive RL
     against every other arm, each with its own verdict and the verdict that survives Holm's
-    correction over that evaluation user's comparisons."""
+    correction over that evaluation user's comparisons; the GRPO training curves' trends (``training``
+    and ``curves`` as saved, when retabulating) and, per arm, the runs in which no group ever had
+    reward variance (no policy gradient: the agent is its start)."""
     by = {(r["arm"], r["seed"]): r for r in runs}
     arms = ["sft", *cfg.arms]
     table, paired = [], []
@@ -302,13 +307,19 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict) -> dict
         paired += [{**r, "holm verdict": v} for r, v in zip(rows, holm_verdicts(rows))]
     flat = [{"arm": r["arm"], "seed": r["seed"], "user": u, "success": v["mean"], "n": v["n"]}
             for r in runs for u, v in r.items() if isinstance(v, dict)]
-    training = [{"arm": r["arm"], "seed": r["seed"], "curve": curve, **trend(r[key]),
-                 "zero_variance_steps": r["zero_variance_steps"]}
-                for r in runs if "training_reward" in r
-                for curve, key in (("goal success", "training_success"), ("reward", "training_reward"))]
-    curves = {f"{r['arm']} seed {r['seed']}": r["training_success"] for r in runs if "training_success" in r}
+    if training is None:
+        training = [{"arm": r["arm"], "seed": r["seed"], "curve": curve, **trend(r[key]),
+                     "zero_variance_steps": r["zero_variance_steps"]}
+                    for r in runs if "training_reward" in r
+                    for curve, key in (("goal success", "training_success"), ("reward", "training_reward"))]
+        curves = {f"{r['arm']} seed {r['seed']}": r["training_success"] for r in runs if "training_success" in r}
+    success = [t for t in training if t.get("curve") == "goal success"]
+    signal = [{"arm": arm, "runs": len(rows), "runs without reward variance": sum(t["zero_variance_steps"] == t["steps"] for t in rows),
+               "zero-variance steps": sum(t["zero_variance_steps"] for t in rows), "steps": sum(t["steps"] for t in rows),
+               "runs whose goal success rises (interval above 0)": sum(t["rise_low"] is not None and t["rise_low"] > 0 for t in rows)}
+              for arm in cfg.arms if (rows := [t for t in success if t["arm"] == arm])]
     return {"config": asdict(cfg), "evaluation_users": list(EVAL_USERS), "table": table, "paired": paired, "runs": flat,
-            "training": training, "training_curves": curves, **measures,
+            "training": training, "training_curves": curves or {}, "training_signal": signal, **measures,
             "note": "The evaluation users are models of people, not people: a user model trained on the held-out split "
                     "of human dialogues, the same model with a rule that rejects a wrong order it would accept, and an "
                     "independent user model (another base model's size, tokenizer, seed and pretraining corpus, trained on "
@@ -348,6 +359,8 @@ def write_outputs(out: Path, results: dict, seconds: dict) -> None:
           + "\n## GRPO training: goal success and reward per step against each arm's own training signal (mean over the first and "
             "last quarter of the steps; rise of a fitted line with its 95 % interval; steps in which every group had one reward)\n\n"
           + markdown_table(results["training"])
+          + ("\n## Training signal per arm (runs and steps in which every group had one reward: no policy gradient)\n\n"
+             + markdown_table(results["training_signal"]) if results["training_signal"] else "")
           + "\n## User models: NLL of held-out human user turns\n\n" + markdown_table(nll)
           + "\n## Taskmaster-3: real-vs-simulated discriminator AUC by user turn (0.5: indistinguishable)\n\n"
           + markdown_table(disc)
@@ -373,8 +386,7 @@ def retabulate(out: Path) -> dict:
     for r in old["runs"]:
         runs.setdefault((r["arm"], r["seed"]), {"arm": r["arm"], "seed": r["seed"]})[r["user"]] = {"mean": r["success"], "n": r["n"]}
     measures = {k: old[k] for k in ("realism", "discriminator", "sycophancy", "logged_confirmations")}
-    results = summarise(cfg, list(runs.values()), measures) | {"training": old["training"],
-                                                                 "training_curves": old.get("training_curves", {})}
+    results = summarise(cfg, list(runs.values()), measures, old["training"], old.get("training_curves", {}))
     write_outputs(out, results, {})
     return results
 

@@ -198,6 +198,15 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     assert not (stages / "agent_static_seed2").exists()
     with pytest.raises(ValueError, match="--arms must be distinct names among static"):
         real_dialogue.RealDialogueConfig(arms=("static", "reinforce"))
+    # the disclosure probe reads the run's user models: every model, view, persona and temperature, shares in [0, 1]
+    from experiments import disclosure_probe
+
+    rows = disclosure_probe.main(["--preset", "smoke", "--stages", str(stages), "--out-dir", str(tmp_path / "d")])
+    assert len(rows) == (2 + 2 * len(disclosure_probe.PERSONAS)) * 2 and (tmp_path / "d" / "disclosure.csv").exists()
+    assert {r["view"] for r in rows if r["user model"] == "prompted"} == {"as_user", "flipped"}
+    assert all(0 <= r["names whole goal"] <= 1 and r["n"] == 4 for r in rows)
+    with pytest.raises(ValueError, match="--stages must be a real_dialogue run's stages/ folder"):
+        disclosure_probe.DisclosureConfig(stages=str(tmp_path))
     # saved stages are never mixed with other settings
     with pytest.raises(SystemExit, match=r"error: .*\(sft_steps: saved 3, now 5\)"):
         real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r"), "--sft-steps", "5"])

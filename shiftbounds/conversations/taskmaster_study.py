@@ -53,10 +53,12 @@ def make_base(folder: Path, convs: Sequence[Conversation], *, vocab_size: int, d
         pretrain(list(convs), init, folder, cfg, GOAL_HEADER if goal_annotated else None)
 
 
-def user_models(folders: dict[str, Path], *, user_new: int, accept_wrong: float, leak: float, view: str) -> dict:
-    """The simulators and evaluation users, each loaded once (clones share the weights); the prompted
-    simulator reads the dialogue in ``view``, the calibrated ones in the view they were trained in."""
-    kw = dict(max_new_tokens=user_new, stop=taskmaster4_stop)
+def user_models(folders: dict[str, Path], *, user_new: int, accept_wrong: float, leak: float, view: str,
+                temperature: float = 1.0) -> dict:
+    """The simulators and evaluation users, each loaded once (clones share the weights) and sampling
+    at ``temperature``; the prompted simulator reads the dialogue in ``view``, the calibrated ones in
+    the view they were trained in."""
+    kw = dict(max_new_tokens=user_new, stop=taskmaster4_stop, temperature=temperature)
     held = LMUser.from_pretrained(folders["user_heldout"], name="held-out user model", **kw)
     users = {"rule-based": OrderingUser(accept_wrong, leak),
              "prompted": LMUser.from_pretrained(folders["base"], name="prompted", view=view, **kw),
@@ -84,10 +86,11 @@ def realism(folders: dict[str, Path], calib: Sequence[Conversation], tm3_held: S
 
 
 def discriminators(users: dict, folders: dict[str, Path], tm3_train: Sequence[Conversation], tm3_held: Sequence[Conversation], *,
-                   user_new: int, steps: int, batch: int, lr: float, max_len: int, n_disc: int, seed: int) -> dict:
+                   user_new: int, user_temperature: float, steps: int, batch: int, lr: float, max_len: int, n_disc: int, seed: int) -> dict:
     """Real-vs-simulated AUC by turn on Taskmaster-3 for the prompted and the calibrated simulator."""
     sims = {"prompted": users["prompted"],
-            "calibrated (Taskmaster-3)": LMUser.from_pretrained(folders["user_calibrated_tm3"], max_new_tokens=user_new)}
+            "calibrated (Taskmaster-3)": LMUser.from_pretrained(folders["user_calibrated_tm3"], max_new_tokens=user_new,
+                                                                temperature=user_temperature)}
     return {name: discriminator_auc_by_turn(sim, str(folders["base"]), tm3_train, tm3_held, steps=steps, batch=batch, lr=lr,
                                             max_len=max_len, max_turns=n_disc, seed=derive_seed(seed, "discriminator", name))
             for name, sim in sims.items()}
