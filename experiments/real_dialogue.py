@@ -172,7 +172,8 @@ PRESETS = {
               "num_generations": 2, "turns": 2, "max_new": 12, "user_new": 8, "n_eval": 4, "seeds": (0, 1), "n_probe": 6,
               "n_disc": 8, "classifier_steps": 2, "independent_vocab_size": 400, "independent_d_model": 32,
               "independent_n_layer": 1, "independent_pretrain_steps": 2},
-    "cpu": {},
+    # greedy user models state their goal in >= 0.7 of openings (docs/results.md); the paper's three arms; ten seeds
+    "cpu": {"user_temperature": 0.0, "arms": ("static", "interactive_prompted", "calibrated"), "seeds": tuple(range(10))},
     "gpu": {"max_len": 1024, "sft_steps": 2000, "user_steps": 1000, "sft_lr": 2e-5, "rl_steps": 200, "rl_batch": 32,
             "rl_lr": 1e-6, "beta": 0.04, "turns": 4, "max_new": 256, "user_new": 96, "n_eval": 200,
             "n_disc": 2000, "classifier_steps": 1000},
@@ -282,10 +283,11 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
     reward variance (no policy gradient: the agent is its start)."""
     by = {(r["arm"], r["seed"]): r for r in runs}
     arms = ["sft", *cfg.arms]
+    users = [u for u in EVAL_USERS if all(u in by[a, s] for a in arms for s in cfg.seeds)]  # a run from before a user existed has fewer
     table, paired = [], []
     for arm in arms:
         row = {"arm": arm}
-        for user in EVAL_USERS:
+        for user in users:
             e = mean_ci(np.array([by[arm, s][user]["mean"] for s in cfg.seeds]))
             row[user] = e.value
             row[f"{user} 95% CI"] = f"[{e.low:.3f}, {e.high:.3f}]"
@@ -293,12 +295,12 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
         if sim:
             vs_sim = np.array([by[arm, s][sim]["mean"] for s in cfg.seeds])
             row["vs training simulator"] = float(vs_sim.mean())
-            for label, user in (("held-out", EVAL_USERS[0]), ("independent", EVAL_USERS[3])):
+            for label, user in (("held-out", EVAL_USERS[0]), ("independent", EVAL_USERS[3]))[: 2 if EVAL_USERS[3] in users else 1]:
                 gap = paired_difference(vs_sim, np.array([by[arm, s][user]["mean"] for s in cfg.seeds]), ("simulator", label))
                 row[f"sim-to-real gap ({label})"] = gap["mean"]
                 row[f"sim-to-real gap ({label}) 95% CI"] = f"[{gap['low']:.3f}, {gap['high']:.3f}]"
         table.append(row)
-    for user in EVAL_USERS:
+    for user in users:
         pairs = [(a, "sft") for a in cfg.arms] + [("calibrated", a) for a in cfg.arms if a != "calibrated" and "calibrated" in cfg.arms]
         rows = [{"evaluation user": user, **paired_difference(np.array([by[a, s][user]["mean"] for s in cfg.seeds]),
                                                               np.array([by[b, s][user]["mean"] for s in cfg.seeds]), (a, b))}
@@ -318,7 +320,7 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
                "zero-variance steps": sum(t["zero_variance_steps"] for t in rows), "steps": sum(t["steps"] for t in rows),
                "runs whose goal success rises (interval above 0)": sum(t["rise_low"] is not None and t["rise_low"] > 0 for t in rows)}
               for arm in cfg.arms if (rows := [t for t in success if t["arm"] == arm])]
-    return {"config": asdict(cfg), "evaluation_users": list(EVAL_USERS), "table": table, "paired": paired, "runs": flat,
+    return {"config": asdict(cfg), "evaluation_users": users, "table": table, "paired": paired, "runs": flat,
             "training": training, "training_curves": curves or {}, "training_signal": signal, **measures,
             "note": "The evaluation users are models of people, not people: a user model trained on the held-out split "
                     "of human dialogues, the same model with a rule that rejects a wrong order it would accept, and an "
@@ -381,6 +383,7 @@ def retabulate(out: Path) -> dict:
     inputs that do not change is rewritten. The saved config is the run's, whatever the command line."""
     old = read_json(out / "results.json")
     saved = load_config_file(out / "config.json", RealDialogueConfig)  # the run's own settings, lists as tuples
+    saved.setdefault("user_view", "flipped")  # the one view before --user-view existed
     cfg = RealDialogueConfig(**{**saved, "out_dir": str(out)})
     runs: dict = {}
     for r in old["runs"]:
