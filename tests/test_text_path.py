@@ -4,6 +4,7 @@ the distillation losses and both smoke entry points."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -250,3 +251,20 @@ def test_partial_credit_counts_parts_of_a_drink():
     assert order_credit(goal, [OrderItem("latte", 2, ("iced",))]) == 0.5 + 0.25 + 0.25 * 0.5
     assert order_credit(goal, [OrderItem("latte", 1, ("iced", "oat milk"))]) == 0.75
     assert order_credit(goal, [OrderItem("latte", 2, ("iced", "oat milk")), OrderItem("tea")]) == 0.5  # an extra drink halves it
+
+
+def test_retabulating_a_run_from_before_the_independent_evaluator_keeps_its_tables(tmp_path):
+    """Regression: the shipped cpu run has three evaluation users and the flipped view; re-tabulating
+    a copy gives its paired rows exactly, its users only, and records the view it was made with."""
+    import shutil
+
+    from experiments import real_dialogue
+
+    src = Path(__file__).resolve().parents[1] / "results" / "real_dialogue" / "cpu"
+    shutil.copytree(src, tmp_path / "cpu")
+    res = real_dialogue.retabulate(tmp_path / "cpu")
+    shipped = json.loads((src / "results.json").read_text())
+    assert res["paired"] == shipped["paired"] and res["evaluation_users"] == shipped["evaluation_users"]
+    assert res["config"]["user_view"] == "flipped" and "independent user model" not in res["evaluation_users"]
+    assert [r["sim-to-real gap (held-out)"] for r in res["table"] if "sim-to-real gap (held-out)" in r] == \
+        [r["sim-to-real gap"] for r in shipped["table"] if "sim-to-real gap" in r]
