@@ -21,7 +21,8 @@ from pathlib import Path
 
 from shiftbounds.conversations.measures import replies
 from shiftbounds.conversations.simulators import PERSONA, VIEWS, LMUser
-from shiftbounds.conversations.tasks import Taskmaster4Probes, load_taskmaster
+from shiftbounds.conversations.taskmaster_study import calibration_probes
+from shiftbounds.conversations.tasks import load_taskmaster
 from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import atomic_write_text, markdown_table, write_csv, write_json
 from shiftbounds.utils.progress import Progress
@@ -60,9 +61,8 @@ PRESETS = {"default": {}, "smoke": {"n_probe": 4, "temperatures": (1.0, 0.0), "m
 
 def run(cfg: DisclosureConfig) -> list[dict]:
     data = load_taskmaster(cfg.data_dir or None, None, None, rng=numpy_rng(cfg.seed, "split"))
-    calib = data["tm4"][1]
-    builder = Taskmaster4Probes(fold=True)
-    probes = builder.build([data["tm4_raw"][c.id] for c in calib], rng=numpy_rng(cfg.seed, "probes")).disclosure[: cfg.n_probe]
+    builder, probeset = calibration_probes(data["tm4_raw"], data["tm4"][1], cfg.n_probe, cfg.seed)
+    probes = probeset.disclosure
     stages = Path(cfg.stages)
     cases = [("calibrated", "user_calibrated", None, None), ("held-out user model", "user_heldout", None, None)]
     cases += [("prompted", "base", view, persona) for view in VIEWS for persona in cfg.personas]

@@ -58,7 +58,6 @@ from shiftbounds.conversations.paradigms import SYSTEM, ParadigmConfig
 from shiftbounds.conversations.simulators import VIEWS
 from shiftbounds.conversations.taskmaster_study import ARMS, EVAL_USERS
 from shiftbounds.conversations.tasks import (
-    Taskmaster4Probes,
     load_taskmaster,
     taskmaster4_judge,
 )
@@ -228,16 +227,15 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
         n_layer=cfg.independent_n_layer, max_len=cfg.max_len, cfg=replace(base_cfg, steps=cfg.independent_pretrain_steps, seed=independent),
         persona=users_cfg.persona, goal_annotated=cfg.goal_annotated, seed=independent))
     prog.update(note="independent evaluator's base model")
-    for name, convs, base in (("user_calibrated", train, "base"), ("user_heldout", held, "base"), ("user_calibrated_tm3", tm3_train, "base"),
-                              ("user_independent", held, "base_independent")):
-        folders[name] = st.folder_stage(name, lambda f, convs=convs, base=base: calibrate(
-            convs, folders[base], f, replace(users_cfg, seed=independent) if base == "base_independent" else users_cfg))
+    for name, convs, base, ucfg in (("user_calibrated", train, "base", users_cfg), ("user_heldout", held, "base", users_cfg),
+                                    ("user_calibrated_tm3", tm3_train, "base", users_cfg),
+                                    ("user_independent", held, "base_independent", replace(users_cfg, seed=independent))):
+        folders[name] = st.folder_stage(name, lambda f, convs=convs, base=base, ucfg=ucfg: calibrate(convs, folders[base], f, ucfg))
     folders["agent_sft"] = st.folder_stage("agent_sft", lambda f: sft_agent(train, folders["base"], f, sft, SYSTEM))
     prog.update(note="user models and SFT agent")
     users = study.user_models(folders, user_new=cfg.user_new, accept_wrong=cfg.accept_wrong, leak=cfg.leak, view=cfg.user_view,
                               temperature=cfg.user_temperature)
-    builder = Taskmaster4Probes(fold=True)
-    probes = builder.build([data["tm4_raw"][c.id] for c in calib[: cfg.n_probe]], rng=numpy_rng(cfg.seed, "probes"))
+    builder, probes = study.calibration_probes(data["tm4_raw"], calib, cfg.n_probe, cfg.seed)
     measures = {
         "realism": st.json("realism", lambda: study.realism(folders, calib, tm3_held, cfg.max_len, cfg.user_view)),
         "discriminator": st.json("discriminator", lambda: study.discriminators(
@@ -295,7 +293,9 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
         if sim:
             vs_sim = np.array([by[arm, s][sim]["mean"] for s in cfg.seeds])
             row["vs training simulator"] = float(vs_sim.mean())
-            for label, user in (("held-out", EVAL_USERS[0]), ("independent", EVAL_USERS[3]))[: 2 if EVAL_USERS[3] in users else 1]:
+            for label, user in (("held-out", EVAL_USERS[0]), ("independent", EVAL_USERS[3])):
+                if user not in users:
+                    continue
                 gap = paired_difference(vs_sim, np.array([by[arm, s][user]["mean"] for s in cfg.seeds]), ("simulator", label))
                 row[f"sim-to-real gap ({label})"] = gap["mean"]
                 row[f"sim-to-real gap ({label}) 95% CI"] = f"[{gap['low']:.3f}, {gap['high']:.3f}]"

@@ -23,13 +23,14 @@ from shiftbounds.conversations.simulators import CorrectedUser, LMUser, LoggedOp
 from shiftbounds.conversations.tasks import (
     ProbeBuilder,
     ProbeSet,
+    Taskmaster4Probes,
     taskmaster4_correction,
     taskmaster4_credit,
     taskmaster4_judge,
     taskmaster4_placed,
     taskmaster4_stop,
 )
-from shiftbounds.utils.seeding import derive_seed
+from shiftbounds.utils.seeding import derive_seed, numpy_rng
 
 ARMS = {"static": ("static", None), "interactive_rule": ("interactive", "rule-based"),
         "interactive_prompted": ("interactive", "prompted"), "calibrated": ("calibrated", "calibrated")}
@@ -94,6 +95,13 @@ def discriminators(users: dict, folders: dict[str, Path], tm3_train: Sequence[Co
     return {name: discriminator_auc_by_turn(sim, str(folders["base"]), tm3_train, tm3_held, steps=steps, batch=batch, lr=lr,
                                             max_len=max_len, max_turns=n_disc, seed=derive_seed(seed, "discriminator", name))
             for name, sim in sims.items()}
+
+
+def calibration_probes(raw: dict, calib: Sequence[Conversation], n: int, seed: int) -> tuple[Taskmaster4Probes, ProbeSet]:
+    """The probe builder and the sycophancy and disclosure probes of the first ``n`` calibration
+    dialogues (``raw``: the unfolded records by id, ``load_taskmaster``'s ``tm4_raw``)."""
+    builder = Taskmaster4Probes(fold=True)
+    return builder, builder.build([raw[c.id] for c in calib[:n]], rng=numpy_rng(seed, "probes"))
 
 
 def sycophancy(users: dict, probes: ProbeSet, builder: ProbeBuilder, seed: int) -> dict:
