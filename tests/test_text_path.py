@@ -238,6 +238,7 @@ _drinks = st.builds(OrderItem, st.sampled_from(["latte", "mocha", "tea"]), st.in
 @given(st.lists(_drinks, min_size=1, max_size=3), st.lists(_drinks, min_size=0, max_size=3))
 @example([OrderItem("latte")], [])  # nothing ordered
 @example([OrderItem("latte", 1, ("iced",))], [OrderItem("latte", 1, ("iced",))])  # exact
+@example([OrderItem("tea", 2, ("oat milk", "iced"))], [OrderItem("tea", 2, ("iced", "oat milk"))])  # options reordered
 def test_partial_credit_lies_in_0_1_and_is_1_exactly_at_success(goal, ordered):
     credit = order_credit(tuple(goal), ordered)
     assert 0.0 <= credit <= 1.0

@@ -40,11 +40,15 @@ def _json_files(folder: Path, pattern: str) -> list[Path]:
 
 @dataclass(frozen=True)
 class OrderItem:
-    """One ordered drink: normalised item name, quantity and attribute options (lower case)."""
+    """One ordered drink: normalised item name, quantity and attribute options (lower case, kept
+    sorted, so two drinks with the same options in another order are equal)."""
 
     item: str
     quantity: int = 1
     options: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        object.__setattr__(self, "options", tuple(sorted(self.options)))
 
 
 @dataclass(frozen=True)
