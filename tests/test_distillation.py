@@ -11,6 +11,7 @@ from shiftbounds.conversations.models import build_tiny_chat_model, load_chat_mo
 from shiftbounds.conversations.sampling import sample_batch
 from shiftbounds.distill.gsm8k import NoisyTeacher, Problem, on_policy_loss
 from shiftbounds.distill.trainers import bc_examples, on_policy_trainer
+from tests.padding import assert_left_padding_is_invisible
 
 PROBLEMS = [Problem(f"Tom has {i} apples and buys {i + 2} more. How many?", f"{i} + {i + 2} = {2 * i + 2}\n#### {2 * i + 2}",
                     str(2 * i + 2)) for i in range(8)]
@@ -83,3 +84,12 @@ def test_bc_sees_a_fresh_teacher_sample_per_visit(models):
     assert len(ex) == 24 and ex[0]["prompt"] == ex[8]["prompt"]  # 3 samples per problem
     assert len({e["completion"][0]["content"] for e in ex}) > 12
     assert np.mean([len(e["completion"][0]["content"]) > 0 for e in ex]) > 0.5
+
+
+def test_student_and_teacher_score_a_left_padded_prompt_as_the_prompt_alone(models, tmp_path):
+    """The distillation trainer left-pads prompts; the student and the teacher count positions from
+    the mask, so the loss compares the two on the sequences that were sampled."""
+    student, teacher = models
+    trainer = on_policy_trainer("opd-F", student, teacher, PROBLEMS, NoisyTeacher(1.0, 0.0), tmp_path, steps=1, batch=4,
+                                lr=1e-3, max_new=8, seed=0)
+    assert_left_padding_is_invisible((trainer.model, trainer.teacher_model), load_chat_model(student)[0], vocab=300)

@@ -28,6 +28,7 @@ from shiftbounds.conversations.records import as_conversations, to_dataset
 from shiftbounds.conversations.simulators import HiddenGoalUser, LMUser
 from shiftbounds.conversations.tasks import hidden_goal_judge
 from shiftbounds.dialogue.tasks import prompted_simulator
+from tests.padding import assert_left_padding_is_invisible
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -157,3 +158,17 @@ def test_reporting_and_checkpoints_reach_the_trainers(tmp_path):
         Reporting(save_strategy="steps")
     with pytest.raises(ValueError, match="save_strategy must be"):
         Reporting(save_strategy="sometimes")
+
+
+
+def test_the_trainer_scores_a_left_padded_row_as_the_row_alone(synthetic, tmp_path):
+    """TRL left-pads prompts and calls the policy (and the reference) with ``input_ids`` and
+    ``attention_mask`` only; GPT-2's learned positions would then score a padded row as another
+    sequence. The paradigms' trainers count positions from the mask."""
+    from shiftbounds.conversations.paradigms import paradigm_trainer
+
+    prep, convs, base = synthetic
+    cfg = ParadigmConfig(steps=1, batch=4, num_generations=2, beta=0.1, max_turns=1, max_new_tokens=4)
+    trainer = paradigm_trainer("interactive", base, convs[:4], hidden_goal_judge(prep.task), cfg, tmp_path,
+                               lambda: HiddenGoalUser(prep.task, prompted_simulator(0.3, 0.2)))
+    assert_left_padding_is_invisible((trainer.model, trainer.ref_model), load_chat_model(base)[0])

@@ -115,6 +115,32 @@ def model_positions(model) -> int | None:
     return None
 
 
+def count_positions_from_mask(model):
+    """Make ``model``'s forward count each row's positions from its attention mask when it is called
+    with a mask and no ``position_ids`` (a forward pre-hook; idempotent; returns ``model``).
+
+    TRL's ``GRPOTrainer`` left-pads prompts and scores completions with ``model(input_ids,
+    attention_mask)`` alone; ``transformers`` then numbers positions from the first column, pads
+    included. A model with learned absolute positions (GPT-2) scores a left-padded row as if it sat
+    further right: its log-probabilities, hence the policy gradient and the KL, are those of another
+    sequence. Counting from the mask gives every row the positions it had when it was sampled
+    (``generate`` and :func:`~shiftbounds.conversations.sampling.sample_batch` do); for rotary models
+    it changes nothing (a common shift of every position cancels)."""
+    if getattr(model, "_positions_from_mask", False):
+        return model
+
+    def hook(module, args, kwargs):
+        mask, ids = kwargs.get("attention_mask"), kwargs.get("input_ids", args[0] if args else None)
+        if kwargs.get("position_ids") is not None or mask is None or ids is None or mask.dim() != 2:
+            return None
+        positions = (mask.long().cumsum(-1) - 1).clamp(min=0)[:, -ids.shape[1]:]
+        return args, {**kwargs, "position_ids": positions}
+
+    model.register_forward_pre_hook(hook, with_kwargs=True)
+    model._positions_from_mask = True
+    return model
+
+
 def load_chat_model(name_or_path: str | Path, *, device: str | torch.device = "cpu"):
     """``(model, tokenizer)`` from a Hub id or a local folder (``from_pretrained``); the tokenizer
     must carry a chat template, and gets a pad token (its EOS) when it has none.

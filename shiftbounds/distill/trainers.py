@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from shiftbounds.conversations.models import load_chat_model
+from shiftbounds.conversations.models import count_positions_from_mask, load_chat_model
 from shiftbounds.distill.gsm8k import METHODS, NoisyTeacher, Problem, on_policy_loss, prompt_messages, sample_completions
 from shiftbounds.utils.progress import attach_progress
 
@@ -100,7 +100,9 @@ def distillation_config(method: str, output_dir: str | Path, *, steps: int, batc
 def on_policy_trainer(method: str, student: str | Path, teacher: str | Path, problems: list[Problem], noise: NoisyTeacher,
                       output_dir: str | Path, *, steps: int, batch: int, lr: float, max_new: int, seed: int):
     """The configured (untrained) :class:`NoisyTeacherDistillationTrainer` of an on-policy method,
-    student and teacher given as model folders or Hub ids (they must share a tokenizer)."""
+    student and teacher given as model folders or Hub ids (they must share a tokenizer); both count
+    positions from the attention mask
+    (:func:`~shiftbounds.conversations.models.count_positions_from_mask`), as prompts are left-padded."""
     from datasets import Dataset
 
 
@@ -111,6 +113,8 @@ def on_policy_trainer(method: str, student: str | Path, teacher: str | Path, pro
     trainer = cls(model=str(student), teacher_model=str(teacher), method=method, noise=noise,
                   args=distillation_config(method, output_dir, steps=steps, batch=batch, lr=lr, max_new=max_new, seed=seed),
                   train_dataset=Dataset.from_list([{"prompt": prompt_messages(p)} for p in problems]), processing_class=tok)
+    for model in (trainer.model, trainer.teacher_model):  # prompts are left-padded: positions from the mask
+        count_positions_from_mask(model)
     return attach_progress(trainer, method)
 
 
