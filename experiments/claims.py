@@ -182,7 +182,8 @@ def _real_dialogue(root: Path) -> Verdict:
     verdict = "supported" if all(won) else "contradicted" if all(lost) else "not significant"
     numbers = "; ".join(f"{r['difference'].split(' - ')[1]} {float(r['mean']):.3f} [{float(r['low']):.3f}, {float(r['high']):.3f}]"
                         for r in rows)
-    return Verdict(verdict, numbers, "Holm over the 7 comparisons against the held-out user model; 5 seeds (smallest sign-flip p 0.0625)")
+    return Verdict(verdict, numbers, "Holm over the 7 comparisons against the held-out user model; 5 seeds (smallest sign-flip p 0.0625); "
+                   "GRPO trained before the position fix (docs/llm.md)")
 
 
 # ----------------------------------------------------------------------------- paper 2
