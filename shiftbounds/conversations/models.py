@@ -141,6 +141,16 @@ def count_positions_from_mask(model):
     return model
 
 
+def trainer_counts_positions_from_mask(trainer, *names: str):
+    """``trainer`` with each of its models named in ``names`` (e.g. ``"model"``, ``"ref_model"``;
+    absent or ``None`` ones skipped) passed through :func:`count_positions_from_mask`: TRL's GRPO and
+    distillation trainers left-pad prompts."""
+    for name in names:
+        if (model := getattr(trainer, name, None)) is not None:
+            count_positions_from_mask(model)
+    return trainer
+
+
 def load_chat_model(name_or_path: str | Path, *, device: str | torch.device = "cpu"):
     """``(model, tokenizer)`` from a Hub id or a local folder (``from_pretrained``); the tokenizer
     must carry a chat template, and gets a pad token (its EOS) when it has none.

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from shiftbounds.conversations.calibration import Reporting
-from shiftbounds.conversations.models import count_positions_from_mask, load_chat_model, save_chat_model
+from shiftbounds.conversations.models import load_chat_model, save_chat_model, trainer_counts_positions_from_mask
 from shiftbounds.conversations.records import ConversationData, as_conversations
 from shiftbounds.conversations.rollouts import (
     Judge,
@@ -165,8 +165,8 @@ def paradigm_trainer(paradigm: str, agent: str | Path, convs: ConversationData, 
     if paradigm == "static":
         ds, goals = static_context_dataset(convs, system)
         funcs = [static_reward_func(goals, judge)] + ([static_reward_func(goals, credit, "static_credit_reward")] if shaped else [])
-        return _positions_counted(attach_progress(GRPOTrainer(model=str(agent), reward_funcs=funcs, args=args,
-                                                              train_dataset=ds, processing_class=tok), paradigm))
+        return trainer_counts_positions_from_mask(attach_progress(GRPOTrainer(
+            model=str(agent), reward_funcs=funcs, args=args, train_dataset=ds, processing_class=tok), paradigm), "model", "ref_model")
     if simulator_factory is None:
         raise ValueError(f"the {paradigm} paradigm needs a simulator_factory")
     goals = {c.id: c.goal for c in convs}
@@ -175,17 +175,9 @@ def paradigm_trainer(paradigm: str, agent: str | Path, convs: ConversationData, 
                                 credit=credit if shaped else None)
     ds = Dataset.from_list([{"prompt": agent_prompt(system, c.id)} for c in convs])
     funcs = [judge_reward_func] + ([credit_reward_func] if shaped else [])
-    return _positions_counted(attach_progress(GRPOTrainer(model=str(agent), reward_funcs=funcs, args=args, train_dataset=ds,
-                                                          processing_class=tok, rollout_func=rollout), paradigm))
-
-
-def _positions_counted(trainer):
-    """``trainer`` with its policy and reference counting positions from the attention mask
-    (:func:`~shiftbounds.conversations.models.count_positions_from_mask`): TRL left-pads prompts."""
-    for model in (trainer.model, getattr(trainer, "ref_model", None)):
-        if model is not None:
-            count_positions_from_mask(model)
-    return trainer
+    return trainer_counts_positions_from_mask(attach_progress(GRPOTrainer(
+        model=str(agent), reward_funcs=funcs, args=args, train_dataset=ds, processing_class=tok, rollout_func=rollout), paradigm),
+        "model", "ref_model")
 
 
 def _fingerprint(model) -> list[tuple[float, float]]:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-from shiftbounds.conversations.models import count_positions_from_mask, load_chat_model
+from shiftbounds.conversations.models import load_chat_model, trainer_counts_positions_from_mask
 from shiftbounds.distill.gsm8k import METHODS, NoisyTeacher, Problem, on_policy_loss, prompt_messages, sample_completions
 from shiftbounds.utils.progress import attach_progress
 
@@ -113,9 +113,7 @@ def on_policy_trainer(method: str, student: str | Path, teacher: str | Path, pro
     trainer = cls(model=str(student), teacher_model=str(teacher), method=method, noise=noise,
                   args=distillation_config(method, output_dir, steps=steps, batch=batch, lr=lr, max_new=max_new, seed=seed),
                   train_dataset=Dataset.from_list([{"prompt": prompt_messages(p)} for p in problems]), processing_class=tok)
-    for model in (trainer.model, trainer.teacher_model):  # prompts are left-padded: positions from the mask
-        count_positions_from_mask(model)
-    return attach_progress(trainer, method)
+    return attach_progress(trainer_counts_positions_from_mask(trainer, "model", "teacher_model"), method)
 
 
 def bc_examples(teacher, tokenizer, problems: list[Problem], noise: NoisyTeacher, *, visits: int, max_new: int,
