@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shiftbounds import figures as F
-from shiftbounds.figures.text import plot_paradigm_success, plot_text_realism, plot_text_sycophancy
+from shiftbounds.figures.text import plot_paradigm_success, plot_text_realism, plot_text_sycophancy, plot_training_curves
 from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import read_json
 
@@ -46,9 +46,9 @@ def _full_pipeline(r: dict, out: Path) -> list[Path]:
 
 
 def _real_dialogue(r: dict, out: Path) -> list[Path]:
-
     return (plot_text_realism(r, out / "fig_real_realism_by_turn") + plot_text_sycophancy(r, out / "fig_real_sycophancy")
-            + plot_paradigm_success(r, out / "fig_real_paradigms"))
+            + plot_paradigm_success(r, out / "fig_real_paradigms")
+            + (plot_training_curves(r, out / "fig_real_training_curves") if r.get("training_curves") else []))
 
 
 # group -> (experiment whose results it draws, the drawing function)

@@ -62,3 +62,22 @@ def test_no_verdict_words_outside_the_generated_blocks():
     assert not any(found.values()), found
     planted = f"Intro.\n{claims.START}\n| **supported** |\n{claims.END}\nThe ordering is supported by both runs; `contradicted` is a word."
     assert claims.stray_verdicts(planted) == ["supported"]
+
+
+@pytest.mark.parametrize("holm, verdict", [("calibrated > sft", "supported"), ("calibrated < sft", "contradicted"),
+                                           ("not significant", "not significant")])
+def test_the_real_dialogue_row_reads_the_held_out_users_holm_verdict(tmp_path, holm, verdict):
+    """The confirmatory row follows the Holm verdict of Calibrated - SFT against the held-out user
+    model, and no other evaluation user's row: planted verdicts move it."""
+    _copy_inputs(tmp_path)
+    path = tmp_path / claims.REAL / "paired.csv"
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        r["holm verdict"] = holm if r["evaluation user"] == "held-out user model" else "calibrated > sft"
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    target = "On real dialogues (Taskmaster-4), Calibrated Interactive RL ends above the SFT agent it starts from"
+    assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == verdict

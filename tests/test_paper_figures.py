@@ -21,7 +21,7 @@ def test_paper_figures_smoke_run_missing(tmp_path):
     names = {p.name for p in written}
     for stem in ("fig_bound_check", "fig_dialogue_per_turn", "fig_dialogue_regime_map", "fig_dialogue_user_models",
                  "fig_noisy_expert", "fig_modadd", "fig_pipeline_learning_curves", "fig_pipeline_shifts",
-                 "fig_real_realism_by_turn", "fig_real_sycophancy", "fig_real_paradigms"):
+                 "fig_real_realism_by_turn", "fig_real_sycophancy", "fig_real_paradigms", "fig_real_training_curves"):
         assert {stem + ".png", stem + ".pdf"} <= names
     assert all(p.stat().st_size > 1000 for p in written)
 

@@ -261,7 +261,7 @@ def test_retabulating_a_run_from_before_the_independent_evaluator_keeps_its_tabl
 
     from experiments import real_dialogue
 
-    src = Path(__file__).resolve().parents[1] / "results" / "real_dialogue" / "cpu"
+    src = Path(__file__).resolve().parents[1] / "results" / "real_dialogue" / "before_position_fix"
     shutil.copytree(src, tmp_path / "cpu")
     res = real_dialogue.retabulate(tmp_path / "cpu")
     shipped = json.loads((src / "results.json").read_text())
