@@ -112,7 +112,8 @@ def run(cfg: GSM8KConfig, stream: TextIO | None = None) -> dict:
     state = PartialState()
     out = Path(cfg.out_dir)
     if state.is_main_process:
-        guard_resume(out, cfg)  # one file per (method, eta, seed) under runs/: a sweep reuses the others
+        # one file per (method, eta, seed) under runs/: a sweep reuses the others, made on as many torch threads
+        guard_resume(out, cfg, environment=("torch_threads",))
     state.wait_for_everyone()
     train = load_gsm8k("train", cfg.data_dir or None, cfg.n_train)
     test = load_gsm8k("test", cfg.data_dir or None, cfg.n_test)

@@ -209,7 +209,7 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
     state = PartialState()
     out = Path(cfg.out_dir)
     if state.is_main_process:
-        guard_resume(out, cfg)
+        guard_resume(out, cfg, environment=("torch_threads",))  # one process: its rounding depends on --threads
     state.wait_for_everyone()
     st = StageCache(out / "stages", save=state.is_main_process, barrier=state.wait_for_everyone)
     prog = Progress(8 + len(cfg.seeds) * len(cfg.arms), "real_dialogue", stream=stream, enabled=state.is_main_process)

@@ -54,6 +54,23 @@ def test_guard_resume_records_then_refuses_changed_settings(tmp_path):
     guard_resume(tmp_path, {**cfg, "steps": 20}, ignore=("steps", "out_dir", "device"))
 
 
+def test_guard_resume_refuses_another_thread_count_where_it_changes_results(tmp_path):
+    import torch
+
+    cfg = {"steps": 10}
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        guard_resume(tmp_path, cfg, environment=("torch_threads",))
+        guard_resume(tmp_path, cfg, environment=("torch_threads",))  # the same count resumes
+        torch.set_num_threads(2)
+        with pytest.raises(ValueError, match=r"torch_threads: saved 1, now 2"):
+            guard_resume(tmp_path, cfg, environment=("torch_threads",))
+        guard_resume(tmp_path, cfg)  # a run whose results do not depend on it resumes
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_csv_and_markdown(tmp_path):
     rows = [{"a": 1, "b": 0.123456}, {"a": 2, "c": "x"}]
     text = write_csv(tmp_path / "t.csv", rows).read_text()

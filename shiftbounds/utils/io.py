@@ -201,7 +201,7 @@ class StaleFolderError(ValueError):
     """A results folder holds results computed under other settings (raised by :func:`guard_resume`)."""
 
 
-def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] = ()) -> Path:
+def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] = (), environment: Iterable[str] = ()) -> Path:
     """Open ``folder`` for a run of ``config``: refuse it when it was made under settings that change
     results, then (re)write ``<folder>/config.json``.
 
@@ -210,7 +210,9 @@ def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] =
     fields marked ``metadata={"resume": False}`` (and the keys in ``ignore``) never change what the
     run computes — the output folder, say, or which of several cached sweeps to tabulate — so they
     may differ; any other difference raises :class:`StaleFolderError` naming each changed setting with its
-    saved and new value. This is the one guard of every experiment; a folder without a
+    saved and new value. ``environment`` names keys of :func:`run_environment` that change results
+    too and must match the saved ones (``"torch_threads"`` for a run that trains in one process on
+    several threads: torch's rounding depends on the thread count). This is the one guard of every experiment; a folder without a
     ``config.json`` is adopted. Temporary files of atomic writes that a killed run left behind
     (``.<name>.<random>.tmp``, never a result) are removed.
     """
@@ -223,6 +225,10 @@ def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] =
         saved_cfg = saved_all["config"] if isinstance(saved_all.get("config"), Mapping) else saved_all
         saved = {k: v for k, v in saved_cfg.items() if k not in skip}
         changed = sorted(k for k in set(now) | set(saved) if now.get(k) != saved.get(k))
+        env_saved, env_now = saved_all.get("environment") or {}, run_environment() if environment else {}
+        for k in sorted(k for k in environment if k in env_saved and env_saved[k] != env_now.get(k)):
+            changed.append(k)
+            saved[k], now[k] = env_saved[k], env_now.get(k)
         if changed:
             diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in changed)
             raise StaleFolderError(f"{folder} holds results computed under other settings ({diffs}); "
