@@ -208,6 +208,17 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     assert all(0 <= r["names whole goal"] <= 1 and r["n"] == 4 for r in rows)
     with pytest.raises(ValueError, match="--stages must be a real_dialogue run's stages/ folder"):
         disclosure_probe.DisclosureConfig(stages=str(tmp_path))
+    # the GRPO signal probe reads the same stages: counts add up, and greedy success splits exactly by disclosure
+    from experiments import grpo_signal
+
+    sig = grpo_signal.main(["--preset", "smoke", "--stages", str(stages), "--out-dir", str(tmp_path / "s")])
+    assert sum(sig["goals_by_successes"].values()) == sig["n_goals"] == 3 and 0 <= sig["mixed_group_share"] <= 1
+    told, g = sig["opening_discloses"], sig["greedy"]
+    parts = [(sig[k]["value"], sig[k]["n"]) for k in ("greedy | opening discloses", "greedy | opening does not") if sig[k]]
+    assert sum(v * n for v, n in parts) == pytest.approx(g["value"] * g["n"]) and sum(n for _, n in parts) == g["n"] == told["n"]
+    assert (tmp_path / "s" / "signal.md").exists()
+    with pytest.raises(ValueError, match="--agent must name a model folder"):
+        grpo_signal.SignalConfig(stages=str(stages), agent="agent_nope")
     # saved stages are never mixed with other settings
     with pytest.raises(SystemExit, match=r"error: .*\(sft_steps: saved 3, now 5\)"):
         real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r"), "--sft-steps", "5"])

@@ -1,0 +1,56 @@
+"""The share of GRPO groups that carry a success gradient: the subset formula against the
+enumeration of every group of draws, and its corners."""
+
+from __future__ import annotations
+
+import itertools
+from math import comb
+
+import numpy as np
+import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from shiftbounds.conversations.signal import mixed_group_share
+
+
+def _enumerated(successes: list[int], draws: int, group: int) -> float:
+    shares = []
+    for s in successes:
+        outcomes = [1] * s + [0] * (draws - s)
+        groups = list(itertools.combinations(range(draws), group))
+        shares.append(np.mean([len({outcomes[i] for i in g}) == 2 for g in groups]))
+    return float(np.mean(shares))
+
+
+@st.composite
+def _cases(draw):
+    draws = draw(st.integers(2, 8))
+    group = draw(st.integers(2, draws))
+    return draw(st.lists(st.integers(0, draws), min_size=2, max_size=12)), draws, group
+
+
+@settings(max_examples=80, deadline=None)
+@given(_cases())
+@example(([0, 4], 4, 4))  # never and always: no group is mixed
+@example(([1, 1], 2, 2))  # one success of two: every pair is mixed
+def test_mixed_group_share_equals_the_enumeration_of_groups(case):
+    successes, draws, group = case
+    assert mixed_group_share(successes, draws, group) == pytest.approx(_enumerated(successes, draws, group), abs=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(0.05, 0.95), st.integers(2, 6))
+def test_mixed_group_share_estimates_the_chance_a_fresh_group_is_mixed(p, group):
+    """Unbiased: its mean over every outcome of the draws is 1 - p^g - (1-p)^g."""
+    draws = group + 2
+    expected = sum(comb(draws, s) * p ** s * (1 - p) ** (draws - s) * mixed_group_share([s], draws, group) for s in range(draws + 1))
+    assert expected == pytest.approx(1 - p ** group - (1 - p) ** group, abs=1e-12)
+
+
+@pytest.mark.parametrize(("successes", "draws", "group", "match"), [
+    ([1], 4, 1, "2 <= group <= draws"), ([1], 2, 3, "2 <= group <= draws"),
+    ([5], 4, 2, r"counts in \[0, 4\]"), ([], 4, 2, r"counts in \[0, 4\]"), ([-1], 4, 2, r"counts in \[0, 4\]")])
+def test_mixed_group_share_refuses_bad_input(successes, draws, group, match):
+    with pytest.raises(ValueError, match=match):
+        mixed_group_share(successes, draws, group)
