@@ -214,7 +214,7 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     sig = grpo_signal.main(["--preset", "smoke", "--stages", str(stages), "--out-dir", str(tmp_path / "s")])
     assert sum(sig["goals_by_successes"].values()) == sig["n_goals"] == 3 and 0 <= sig["mixed_group_share"] <= 1
     told, g = sig["opening_discloses"], sig["greedy"]
-    parts = [(sig[k]["value"], sig[k]["n"]) for k in ("greedy | opening discloses", "greedy | opening does not") if sig[k]]
+    parts = [(sig[k]["value"], sig[k]["n"]) for k in ("greedy, opening discloses", "greedy, opening does not") if sig[k]]
     assert sum(v * n for v, n in parts) == pytest.approx(g["value"] * g["n"]) and sum(n for _, n in parts) == g["n"] == told["n"]
     assert (tmp_path / "s" / "signal.md").exists()
     with pytest.raises(ValueError, match="--agent must name a model folder"):

@@ -85,6 +85,6 @@ def rollout_signal(model, tokenizer, convs: ConversationData, simulator_factory:
     if discloses is not None:
         told = np.array([discloses(t["messages"][1]["content"], c.goal) for t, c in zip(greedy["transcripts"], convs)])
         out |= {"opening_discloses": _share(told),
-                "greedy | opening discloses": _share(g[told]) if told.any() else None,
-                "greedy | opening does not": _share(g[~told]) if (~told).any() else None}
+                "greedy, opening discloses": _share(g[told]) if told.any() else None,
+                "greedy, opening does not": _share(g[~told]) if (~told).any() else None}
     return out
