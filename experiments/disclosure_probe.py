@@ -21,7 +21,7 @@ from pathlib import Path
 
 from shiftbounds.conversations.measures import replies
 from shiftbounds.conversations.simulators import PERSONA, VIEWS, LMUser
-from shiftbounds.conversations.taskmaster_study import calibration_probes
+from shiftbounds.conversations.taskmaster_study import calibration_probes, require_stages
 from shiftbounds.conversations.tasks import load_taskmaster
 from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import atomic_write_text, markdown_table, write_csv, write_json
@@ -48,8 +48,7 @@ class DisclosureConfig:
     out_dir: str = field(default="results/disclosure_probe/default", metadata={"help": "results folder"})
 
     def __post_init__(self) -> None:
-        if not self.stages or not (Path(self.stages) / "base" / "config.json").is_file():
-            raise ValueError(f"--stages must be a real_dialogue run's stages/ folder holding base/; got {self.stages!r}")
+        require_stages(self.stages)
         if self.n_probe < 1 or self.max_new < 1 or not self.temperatures or min(self.temperatures) < 0:
             raise ValueError(f"need --n-probe, --max-new >= 1 and temperatures >= 0; got {self.n_probe}, {self.max_new}, {self.temperatures}")
         if any("{goal}" not in p for p in self.personas):

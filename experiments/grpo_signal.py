@@ -53,8 +53,7 @@ class SignalConfig:
     out_dir: str = field(default="results/grpo_signal/default", metadata={"help": "results folder"})
 
     def __post_init__(self) -> None:
-        if not self.stages or not (Path(self.stages) / "base" / "config.json").is_file():
-            raise ValueError(f"--stages must be a real_dialogue run's stages/ folder holding base/; got {self.stages!r}")
+        study.require_stages(self.stages)
         if not (Path(self.stages) / self.agent / "config.json").is_file():
             raise ValueError(f"--agent must name a model folder in {self.stages}; got {self.agent!r}")
         if self.simulator not in SIMULATORS:

@@ -43,6 +43,17 @@ and the independent user model (another base model: its own tokenizer, size, pre
 corpus, never the agents' training split; then the same SFT on the held-out split)."""
 
 
+def require_stages(stages: str) -> Path:
+    """``stages`` as a path, once it is a real_dialogue run's ``stages/`` folder (it holds ``base/``).
+
+    Raises:
+        ValueError: it is not.
+    """
+    if not stages or not (Path(stages) / "base" / "config.json").is_file():
+        raise ValueError(f"--stages must be a real_dialogue run's stages/ folder holding base/; got {stages!r}")
+    return Path(stages)
+
+
 def make_base(folder: Path, convs: Sequence[Conversation], *, vocab_size: int, d_model: int, n_layer: int, max_len: int,
               cfg: TrainingConfig, persona: str, goal_annotated: bool, seed: int) -> None:
     """A tiny chat model whose tokenizer is trained on ``convs`` and the prompts, pretrained on
