@@ -184,11 +184,11 @@ def _family_words(family: int) -> str:
 def _real_dialogue_above_sft(root: Path) -> Verdict:
     """The confirmatory run: Calibrated Interactive RL against the SFT agent it starts from, as the
     held-out user model scores them; the run's own Holm family (that evaluation user's comparisons)."""
-    rows = [r for r in _csv(root, f"{REAL}/paired.csv")
-            if r["evaluation user"] == "held-out user model" and r["difference"] == "calibrated - sft"]
+    held = [r for r in _csv(root, f"{REAL}/paired.csv") if r["evaluation user"] == "held-out user model"]
+    rows = [r for r in held if r["difference"] == "calibrated - sft"]
     if len(rows) != 1:
         raise ValueError(f"{REAL}/paired.csv: expected one calibrated - sft row for the held-out user model; got {len(rows)}")
-    r, family = rows[0], sum(x["evaluation user"] == "held-out user model" for x in _csv(root, f"{REAL}/paired.csv"))
+    r, family = rows[0], len(held)
     verdict = {"calibrated > sft": "supported", "calibrated < sft": "contradicted"}.get(r["holm verdict"], "not significant")
     n = int(r["n"])
     return Verdict(verdict, f"{float(r['mean']):.3f} [{float(r['low']):.3f}, {float(r['high']):.3f}], sign-flip p {float(r['p']):.4f}",

@@ -4,6 +4,7 @@ enumeration of every group of draws, and its corners."""
 from __future__ import annotations
 
 import itertools
+import warnings
 from math import comb
 
 import numpy as np
@@ -54,3 +55,27 @@ def test_mixed_group_share_estimates_the_chance_a_fresh_group_is_mixed(p, group)
 def test_mixed_group_share_refuses_bad_input(successes, draws, group, match):
     with pytest.raises(ValueError, match=match):
         mixed_group_share(successes, draws, group)
+
+
+def test_rollout_signal_warns_when_no_group_carries_a_success_gradient(monkeypatch):
+    """An agent that always fails (or a sampler that always gives one answer) leaves every group
+    uniform: the probe reports a mixed share of 0 and warns; one that varies does not warn."""
+    from shiftbounds.conversations import signal
+    from shiftbounds.conversations.records import Conversation
+
+    convs = [Conversation(str(i), {"order": []}, []) for i in range(3)]
+
+    def fake(rewards):
+        return lambda *a, **k: {"mean": float(np.mean(rewards(k["seed"]))), "rewards": rewards(k["seed"])}
+
+    monkeypatch.setattr(signal, "evaluate_agent", fake(lambda seed: [0.0, 0.0, 0.0]))
+    with pytest.warns(RuntimeWarning, match="no gradient for success"):
+        out = signal.rollout_signal(None, None, convs, None, None, draws=2, group=2, temperature=1.0, max_turns=1, max_new_tokens=1)
+    assert out["mixed_group_share"] == 0 and out["goals_by_successes"] == {"0": 3, "1": 0, "2": 0}
+    monkeypatch.setattr(signal, "evaluate_agent", fake(lambda seed: [float(seed % 2), 0.0, 1.0]))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        out = signal.rollout_signal(None, None, convs, None, None, draws=4, group=2, temperature=1.0, max_turns=1, max_new_tokens=1)
+    assert out["goals_by_successes"]["0"] == out["goals_by_successes"]["4"] == 1 and out["mixed_group_share"] > 0
+    with pytest.raises(ValueError, match="2 <= group <= draws"):
+        signal.rollout_signal(None, None, convs, None, None, draws=2, group=3, temperature=1.0, max_turns=1, max_new_tokens=1)

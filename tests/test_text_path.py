@@ -4,6 +4,7 @@ the distillation losses and both smoke entry points."""
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -211,7 +212,11 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     # the GRPO signal probe reads the same stages: counts add up, and greedy success splits exactly by disclosure
     from experiments import grpo_signal
 
-    sig = grpo_signal.main(["--preset", "smoke", "--stages", str(stages), "--out-dir", str(tmp_path / "s")])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        sig = grpo_signal.main(["--preset", "smoke", "--stages", str(stages), "--out-dir", str(tmp_path / "s")])
+    # a probe without any mixed group (the smoke agent never or always succeeds) says so; one with some does not
+    assert (sig["mixed_group_share"] == 0) == any("no gradient for success" in str(w.message) for w in caught)
     assert sum(sig["goals_by_successes"].values()) == sig["n_goals"] == 3 and 0 <= sig["mixed_group_share"] <= 1
     told, g = sig["opening_discloses"], sig["greedy"]
     parts = [(sig[k]["value"], sig[k]["n"]) for k in ("greedy, opening discloses", "greedy, opening does not") if sig[k]]

@@ -10,6 +10,7 @@ never told the goal cannot be paid for reaching it, whatever it learns).
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Sequence
 from math import comb
 from typing import Any
@@ -59,14 +60,20 @@ def rollout_signal(model, tokenizer, convs: ConversationData, simulator_factory:
     (how many goals had 0, 1, ..., ``draws`` successes), ``mixed_group_share``
     (:func:`mixed_group_share` for groups of ``group``) and, with ``discloses(opening, goal)`` and
     the simulator opening (``user_first``), the greedy dialogues' ``opening_discloses`` share and
-    greedy success where it did and where it did not. ``progress`` is updated after each pass.
+    greedy success where it did and where it did not. ``progress`` is updated after each pass. A
+    mixed share of 0 (no success gradient at all) warns (``RuntimeWarning``).
+
+    Raises:
+        ValueError: ``group`` outside [2, ``draws``], ``temperature`` <= 0, or ``discloses`` without
+            ``user_first``.
     """
     convs = as_conversations(convs)
-    if draws < 1 or temperature <= 0:
-        raise ValueError(f"need draws >= 1 and a sampling temperature > 0; got {draws}, {temperature}")
+    if not 2 <= group <= draws or temperature <= 0:
+        raise ValueError(f"need 2 <= group <= draws and a sampling temperature > 0; got group {group}, draws {draws}, {temperature}")
     if discloses is not None and not user_first:
         raise ValueError("discloses reads the simulator's opening: it needs user_first=True")
     kw = dict(max_turns=max_turns, max_new_tokens=max_new_tokens, system=system, user_first=user_first)
+
     def once(temp: float, key: tuple, transcripts: bool = False) -> dict:
         r = evaluate_agent(model, tokenizer, convs, simulator_factory, judge, temperature=temp, seed=derive_seed(seed, *key),
                            return_transcripts=transcripts, **kw)
@@ -81,7 +88,11 @@ def rollout_signal(model, tokenizer, convs: ConversationData, simulator_factory:
     out = {"n_goals": len(convs), "draws": draws, "group": group, "temperature": temperature,
            "greedy": _share(g), "sampled": _share(sampled.ravel()),
            "goals_by_successes": {str(k): int((wins == k).sum()) for k in range(draws + 1)},
-           "mixed_group_share": mixed_group_share(wins, draws, group) if group <= draws else None}
+           "mixed_group_share": mixed_group_share(wins, draws, group)}
+    if out["mixed_group_share"] == 0:
+        warnings.warn(f"no goal gave two of its {draws} draws different goal success: GRPO from this agent against this "
+                      "simulator gets no gradient for success (an agent that never or always succeeds, or samples one answer)",
+                      RuntimeWarning, stacklevel=2)
     if discloses is not None:
         told = np.array([discloses(t["messages"][1]["content"], c.goal) for t, c in zip(greedy["transcripts"], convs)])
         out |= {"opening_discloses": _share(told),
