@@ -25,7 +25,8 @@ Stages (each saved under ``--out-dir``/stages and skipped on a rerun):
    Calibrated Interactive RL, all with one ``GRPOConfig``, paid by goal success (the order placed
    is exactly the goal's); every agent is evaluated against two evaluation users — the held-out user
    model, and the same model with a rule that rejects a wrong order it would accept — and against
-   its training simulator (the sim-to-real gap); a third evaluation user opens with the held-out
+   its training simulator (the sim-to-real gap), where the SFT agent is evaluated too (what RL
+   gained where it trained); a third evaluation user opens with the held-out
    dialogue's logged human request and continues as the rule-corrected model, which measures what
    the agents do with a real request even where the user models cannot state one.
 
@@ -111,6 +112,9 @@ class RealDialogueConfig:
     max_new: int = field(default=192, metadata={"help": "tokens per agent turn (an order turn with its API calls: 120 median, 165 at the 90th percentile)"})
     user_new: int = field(default=48, metadata={"help": "tokens per simulated user turn"})
     user_temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the LM user models (0: greedy)"})
+    sim_temperature: float | None = field(default=None, metadata={"help": "sampling temperature of the LM training simulators in "
+                                                                          "GRPO rollouts (empty: --user-temperature; every "
+                                                                          "evaluation samples at --user-temperature)"})
     eval_temperature: float = field(default=0.0, metadata={"help": "agent temperature at evaluation (0: greedy)"})
     n_eval: int = field(default=128, metadata={"help": "goals per evaluation"})
     eval_split: str = field(default="held-out", metadata={"help": "split the evaluation goals come from: held-out, or calibration "
@@ -144,8 +148,9 @@ class RealDialogueConfig:
             raise ValueError(f"--seeds needs at least two distinct seeds (paired intervals); got {self.seeds}")
         if not (0 <= self.accept_wrong <= 1 and 0 <= self.leak <= 1):
             raise ValueError(f"--accept-wrong and --leak must lie in [0, 1]; got {self.accept_wrong}, {self.leak}")
-        if self.eval_temperature < 0 or self.user_temperature < 0:
-            raise ValueError(f"--eval-temperature and --user-temperature must be >= 0; got {self.eval_temperature}, {self.user_temperature}")
+        if self.eval_temperature < 0 or self.user_temperature < 0 or (self.sim_temperature or 0) < 0:
+            raise ValueError("--eval-temperature, --user-temperature and --sim-temperature must be >= 0; got "
+                             f"{self.eval_temperature}, {self.user_temperature}, {self.sim_temperature}")
         if self.user_view not in VIEWS:
             raise ValueError(f"--user-view must be one of {', '.join(VIEWS)}; got {self.user_view!r}")
         if self.eval_split not in ("held-out", "calibration"):
@@ -251,15 +256,18 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
     goals = study.evaluation_goals(held if cfg.eval_split == "held-out" else calib, cfg.n_eval)
     ev = dict(turns=cfg.turns, max_new=cfg.max_new, temperature=cfg.eval_temperature)
     runs = []
+    sims = sorted({ARMS[a][1] for a in cfg.arms} - {None})  # the starting point against each arm's training simulator
     for seed in cfg.seeds:
         runs.append({"arm": "sft", "seed": seed, **st.json(f"eval_sft_seed{seed}", lambda s=seed: study.evaluate(
-            folders["agent_sft"], users, EVAL_USERS, goals, seed=s, **ev))})
+            folders["agent_sft"], users, EVAL_USERS, goals, seed=s, **ev)),
+            **{k: v for sim in sims for k, v in st.json(f"eval_sft_vs_{sim}_seed{seed}", lambda s=seed, n=(sim,): study.evaluate(
+                folders["agent_sft"], users, n, goals, seed=s, **ev)).items()}})
     prog.update(note="SFT agent evaluated")
     for seed in cfg.seeds:
         for arm in cfg.arms:
             sim = ARMS[arm][1]
             agent = st.folder_stage(f"agent_{arm}_seed{seed}", lambda f, a=arm, c=cfg.paradigm_config(seed): study.train_arm(
-                a, folders["agent_sft"], train, users, c, f))
+                a, folders["agent_sft"], train, users, c, f, cfg.sim_temperature))
             names = EVAL_USERS + ((sim,) if sim else ())
             meta = json.loads((agent / METADATA).read_text())
             runs.append({"arm": arm, "seed": seed, "training_reward": meta["reward"], "training_success": meta["success"],
@@ -280,7 +288,9 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
     user model, paired by seed),
     and per-seed paired differences: every RL arm against the SFT agent, Calibrated Interactive RL
     against every other arm, each with its own verdict and the verdict that survives Holm's
-    correction over that evaluation user's comparisons; the GRPO training curves' trends (``training``
+    correction over that evaluation user's comparisons; every RL arm against the SFT agent on its
+    own training simulator (what RL learned where it trained: one family over the arms, from runs
+    that evaluated the SFT agent there); the GRPO training curves' trends (``training``
     and ``curves`` as saved, when retabulating) and, per arm, the runs in which no group ever had
     reward variance (no policy gradient: the agent is its start)."""
     by = {(r["arm"], r["seed"]): r for r in runs}
@@ -297,6 +307,8 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
         if sim:
             vs_sim = np.array([by[arm, s][sim]["mean"] for s in cfg.seeds])
             row["vs training simulator"] = float(vs_sim.mean())
+            if all(sim in by["sft", s] for s in cfg.seeds):
+                row["SFT agent vs that simulator"] = float(np.mean([by["sft", s][sim]["mean"] for s in cfg.seeds]))
             for label, user in (("held-out", EVAL_USERS[0]), ("independent", EVAL_USERS[3])):
                 if user not in users:
                     continue
@@ -311,6 +323,11 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
                 for a, b in pairs]
         # one family per evaluation user: an ordering that survives Holm's correction for its comparisons
         paired += [{**r, "holm verdict": v} for r, v in zip(rows, holm_verdicts(rows))]
+    own = [(a, ARMS[a][1]) for a in cfg.arms if ARMS[a][1] and all(ARMS[a][1] in by["sft", s] for s in cfg.seeds)]
+    rows = [{"evaluation user": f"its training simulator ({sim})", **paired_difference(
+        np.array([by[a, s][sim]["mean"] for s in cfg.seeds]), np.array([by["sft", s][sim]["mean"] for s in cfg.seeds]), (a, "sft"))}
+        for a, sim in own]
+    paired += [{**r, "holm verdict": v} for r, v in zip(rows, holm_verdicts(rows))]  # one family: the arms on their simulators
     flat = [{"arm": r["arm"], "seed": r["seed"], "user": u, "success": v["mean"], "n": v["n"]}
             for r in runs for u, v in r.items() if isinstance(v, dict)]
     if training is None:
@@ -334,9 +351,11 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
 
 def write_outputs(out: Path, results: dict, seconds: dict) -> None:
     """``results.json``, ``results.md``, ``runs.csv``, ``paired.csv``, ``training.csv``, ``per_turn.csv``, the figures
-    and ``timings.json``."""
+    and ``timings.json`` (each stage's wall seconds from the call that computed it: a resumed run adds
+    its stages to those of the calls before)."""
     write_json(out / "results.json", results)
-    write_json(out / "timings.json", {"seconds_per_stage_computed": seconds})
+    before = read_json(out / "timings.json")["seconds_per_stage_computed"] if (out / "timings.json").is_file() else {}
+    write_json(out / "timings.json", {"seconds_per_stage_computed": {**before, **seconds}})
     write_csv(out / "runs.csv", results["runs"])
     write_csv(out / "paired.csv", results["paired"])
     write_csv(out / "training.csv", results["training"])

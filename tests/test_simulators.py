@@ -92,6 +92,44 @@ def test_every_simulator_follows_the_protocol(synthetic):
         assert isinstance(first[0], str) and isinstance(first[1], bool)
 
 
+def test_at_temperature_samples_the_same_weights_otherwise(synthetic):
+    """A greedy simulator's copy at a temperature shares its weights and samples: its replies vary
+    with the seed where the greedy ones cannot; the greedy original is left greedy."""
+    prep, convs, base = synthetic
+    model, tok = load_chat_model(base)
+    greedy = LMUser(model, tok, max_new_tokens=4, temperature=0.0)
+    hot = greedy.at_temperature(5.0)
+    assert hot.model is greedy.model and (greedy.temperature, hot.temperature) == (0.0, 5.0)
+
+    def replies(sim):
+        out = set()
+        for seed in range(8):
+            sim.reset(convs[0].goal, seed=seed)
+            out.add(sim.respond([{"role": "assistant", "content": "ask:>=1"}])[0])
+        return out
+
+    assert len(replies(greedy)) == 1 and len(replies(hot)) > 1
+    with pytest.raises(ValueError, match="temperature must be >= 0; got -1"):
+        greedy.at_temperature(-1)
+
+
+def test_train_arm_rolls_out_its_simulator_at_the_given_temperature(synthetic, monkeypatch):
+    """``train_arm``'s ``sim_temperature`` reaches the rollouts' simulator (and the default keeps the
+    simulator's own); the rule-based customer, which has no temperature, is passed as it is."""
+    from shiftbounds.conversations import taskmaster_study as study
+
+    _, _, base = synthetic
+    model, tok = load_chat_model(base)
+    users = {"calibrated": LMUser(model, tok, max_new_tokens=3, temperature=0.0), "rule-based": OrderingUser()}
+    factories = []
+    monkeypatch.setattr(study, "train_paradigm", lambda *a: factories.append(a[6]))
+    study.train_arm("calibrated", base, [], users, None, base, 0.7)
+    study.train_arm("calibrated", base, [], users, None, base)
+    study.train_arm("interactive_rule", base, [], users, None, base, 0.7)
+    assert [f().temperature for f in factories[:2]] == [0.7, 0.0] and users["calibrated"].temperature == 0.0
+    assert isinstance(factories[2](), OrderingUser)
+
+
 def test_hidden_goal_user_reads_its_memory_off_the_messages(synthetic):
     prep, _, _ = synthetic
     task = prep.task

@@ -177,14 +177,26 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     assert len(res["training"]) == 2 * 4 * 2 and res["training_curves"]["static seed 1"] == meta["success"]
     assert (tmp_path / "r" / "training_curves.png").exists() and "independent user model" in res["evaluation_users"]
     assert {"sim-to-real gap (held-out)", "sim-to-real gap (independent)"} <= set(res["table"][-1])
+    # every arm with a training simulator against the SFT agent on that simulator: one family of three
+    own = [p for p in res["paired"] if p["evaluation user"].startswith("its training simulator")]
+    assert [(p["evaluation user"], p["difference"]) for p in own] == [
+        ("its training simulator (rule-based)", "interactive_rule - sft"), ("its training simulator (prompted)", "interactive_prompted - sft"),
+        ("its training simulator (calibrated)", "calibrated - sft")]
+    sft0 = {r["user"]: r["success"] for r in res["runs"] if (r["arm"], r["seed"]) == ("sft", 0)}
+    assert res["table"][-1]["SFT agent vs that simulator"] == pytest.approx(np.mean(
+        [r["success"] for r in res["runs"] if (r["arm"], r["user"]) == ("sft", "calibrated")])) and "prompted" in sft0
     assert "goal_consistency" in syc["independent user model"]
     assert {p.name for p in stages.iterdir() if p.is_dir()} >= {"base", "user_calibrated", "user_heldout", "agent_sft",
                                                                  "agent_calibrated_seed1", "base_independent", "user_independent"}
     # a rerun loads every stage; a stage deleted and recomputed from the saved agent equals the saved one
     saved = json.loads((stages / "eval_calibrated_seed1.json").read_text())
     (stages / "eval_calibrated_seed1.json").unlink()
+    timed = json.loads((tmp_path / "r" / "timings.json").read_text())["seconds_per_stage_computed"]
     again = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r")])
     assert json.loads((stages / "eval_calibrated_seed1.json").read_text()) == saved
+    retimed = json.loads((tmp_path / "r" / "timings.json").read_text())["seconds_per_stage_computed"]  # the first call's kept
+    assert retimed.keys() == timed.keys() and {k: v for k, v in retimed.items() if k != "eval_calibrated_seed1"} == {
+        k: v for k, v in timed.items() if k != "eval_calibrated_seed1"}
     assert again["table"] == res["table"] and again["paired"] == res["paired"]
     # the tables recomputed from results.json alone (--retabulate) are the run's
     retab = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r"), "--retabulate"])
@@ -200,6 +212,8 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     assert not (stages / "agent_static_seed2").exists()
     with pytest.raises(ValueError, match="--arms must be distinct names among static"):
         real_dialogue.RealDialogueConfig(arms=("static", "reinforce"))
+    with pytest.raises(ValueError, match="--sim-temperature must be >= 0; got 0.0, 1.0, -0.5"):
+        real_dialogue.RealDialogueConfig(sim_temperature=-0.5)
     # the disclosure probe reads the run's user models: every model, view, persona and temperature, shares in [0, 1]
     from experiments import disclosure_probe
 

@@ -108,6 +108,7 @@ class _Cfg:
     n: int = field(default=3, metadata={"help": "a count"})
     xs: tuple[int, ...] = field(default=(1, 2), metadata={"help": "values"})
     flag: bool = field(default=False, metadata={"help": "a flag"})
+    t: float | None = field(default=None, metadata={"help": "an optional float"})
     out_dir: str = field(default="results/demo/default", metadata={"help": "folder", "resume": False})
 
     def __post_init__(self):
@@ -153,6 +154,7 @@ def test_cli_presets_overrides_help_and_config_file(tmp_path, capsys):
     cfg = parse_config(_Cfg, "doc", presets, ["--preset", "smoke", "--xs", "4,5", "--flag"], name="experiments.demo")
     assert cfg == _Cfg(n=1, xs=(4, 5), flag=True, out_dir="results/demo/smoke")
     assert parse_config(_Cfg, "doc", presets, ["--no-flag"], name="experiments.demo").out_dir == "results/demo/default"
+    assert parse_config(_Cfg, "doc", presets, ["--t", "0.5"], name="experiments.demo").t == 0.5  # an X | None option reads X
     with pytest.raises(SystemExit):
         parse_config(_Cfg, "doc", presets, ["--preset", "smoke", "--help"], name="experiments.demo")
     shown = capsys.readouterr().out

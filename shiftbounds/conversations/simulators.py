@@ -164,6 +164,15 @@ class LMUser:
         twin.goal, twin._seed, twin._calls = None, 0, 0
         return twin
 
+    def at_temperature(self, temperature: float) -> LMUser:
+        """A :meth:`clone` that samples its replies at ``temperature`` (0: greedy): the same
+        simulator sampled otherwise, e.g. in training rollouts while the evaluation stays greedy."""
+        if temperature < 0:
+            raise ValueError(f"temperature must be >= 0; got {temperature}")
+        twin = self.clone()
+        twin.temperature = temperature
+        return twin
+
     def respond(self, messages: list[dict]) -> tuple[str, bool]:
         return respond_all([self], [messages])[0]
 

@@ -137,9 +137,15 @@ def evaluate(folder: Path, users: dict, names: Sequence[str], goals: Sequence[Co
             for name in names}
 
 
-def train_arm(arm: str, sft_folder: Path, train: Sequence[Conversation], users: dict, cfg: ParadigmConfig, folder: Path) -> Path:
+def train_arm(arm: str, sft_folder: Path, train: Sequence[Conversation], users: dict, cfg: ParadigmConfig, folder: Path,
+              sim_temperature: float | None = None) -> Path:
     """One RL arm of :data:`ARMS` from the SFT agent, saved in ``folder``: paid by goal success and,
-    with ``cfg.credit_weight`` > 0, by partial credit beside it (:func:`~shiftbounds.conversations.tasks.taskmaster4_credit`)."""
+    with ``cfg.credit_weight`` > 0, by partial credit beside it (:func:`~shiftbounds.conversations.tasks.taskmaster4_credit`).
+    ``sim_temperature``: the LM training simulator's sampling temperature in the rollouts (``None``:
+    its own; the rule-based customer has none)."""
     paradigm, sim = ARMS[arm]
-    return train_paradigm(paradigm, sft_folder, list(train), taskmaster4_judge, cfg, folder, users[sim].clone if sim else None,
+    user = users[sim] if sim else None
+    if sim_temperature is not None and isinstance(user, LMUser):
+        user = user.at_temperature(sim_temperature)
+    return train_paradigm(paradigm, sft_folder, list(train), taskmaster4_judge, cfg, folder, user.clone if user else None,
                           taskmaster4_credit)

@@ -22,6 +22,7 @@ import argparse
 import dataclasses
 import json
 import os
+import types
 import typing
 from collections.abc import Mapping
 from pathlib import Path
@@ -77,7 +78,7 @@ def _converter(tp: Any):
     if origin is tuple:
         args = typing.get_args(tp)
         return _parse_tuple(args[0] if args else str)
-    if origin is typing.Union:  # Optional[X]
+    if origin in (typing.Union, types.UnionType):  # Optional[X], X | None
         inner = [a for a in typing.get_args(tp) if a is not type(None)][0]
         return _converter(inner)
     if origin is typing.Literal:
