@@ -3,7 +3,9 @@ wired from :mod:`shiftbounds.conversations` on TRL.
 
 ``python -m experiments.real_dialogue [--preset smoke|cpu|gpu] [options]``
 
-Stages (each saved under ``--out-dir``/stages and skipped on a rerun):
+Stages (each saved under ``--out-dir``/stages and skipped on a rerun; the independent ones computed
+together in ``--workers`` processes on one torch thread each, so the outputs are the same bytes on
+any number of cores):
 
 1. **data** — Taskmaster-4 and Taskmaster-3 as conversations, the agent's API calls folded into its
    turns, split by dialogue into train / calibration / held-out;
@@ -44,7 +46,9 @@ only the main one writes).
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import TextIO
@@ -70,6 +74,7 @@ from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import numpy_rng, trainer_seed
 from shiftbounds.utils.stages import StageCache
 from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference, trend
+from shiftbounds.utils.workers import default_workers, one_torch_thread, run_jobs
 
 
 @dataclass(frozen=True)
@@ -131,6 +136,10 @@ class RealDialogueConfig:
     accept_wrong: float = field(default=0.3, metadata={"help": "rule-based simulator: accept-wrong rate"})
     leak: float = field(default=0.2, metadata={"help": "rule-based simulator: leak rate"})
     seed: int = field(default=0, metadata={"help": "seed of the splits, the models' initialisation and the measurements"})
+    one_thread: bool = field(default=True, metadata={"help": "compute every stage on one torch thread, in --workers processes, so that "
+                                                               "the outputs are the same bytes whatever --threads and --workers (off: "
+                                                               "in this process on --threads, as runs made before this option)"})
+    workers: int = field(default=0, metadata={"help": "processes computing independent stages (0: every core)", "resume": False})
     out_dir: str = field(default="results/real_dialogue/default", metadata={"help": "results folder", "resume": False})
     estimate_only: bool = field(default=False, metadata={"help": "print the device-memory estimate and exit (loads no weights)", "resume": False})
     retabulate: bool = field(default=False, metadata={"help": "recompute the tables of --out-dir from its results.json (per-seed successes and measurements) after a change to the statistics; runs no stage", "resume": False})
@@ -155,6 +164,8 @@ class RealDialogueConfig:
             raise ValueError(f"--user-view must be one of {', '.join(VIEWS)}; got {self.user_view!r}")
         if self.eval_split not in ("held-out", "calibration"):
             raise ValueError(f"--eval-split must be held-out or calibration; got {self.eval_split!r}")
+        if self.workers < 0:
+            raise ValueError(f"--workers must be >= 0 (0: every core); got {self.workers}")
         for k in ("independent_vocab_size", "independent_d_model", "independent_n_layer", "independent_pretrain_steps"):
             if getattr(self, k) < 1:
                 raise ValueError(f"--{k.replace('_', '-')} must be >= 1; got {getattr(self, k)}")
@@ -208,76 +219,175 @@ def memory_estimate(cfg: RealDialogueConfig) -> dict:
     ])
 
 
+# settings added after runs were made, at the values those runs were made with: the one view before
+# --user-view; one process on --threads before --one-thread
+LEGACY = {"user_view": "flipped", "one_thread": False}
+USER_MODELS = ("user_calibrated", "user_heldout", "user_calibrated_tm3", "user_independent")
+MEASURES = ("realism", "discriminator", "sycophancy", "logged_confirmations")
+
+
+def stage_name(key: tuple) -> str:
+    """A stage's file or folder name under ``stages/``: ``("agent", arm, seed)`` -> ``agent_<arm>_seed<seed>``,
+    ``("eval", arm, seed)`` -> ``eval_<arm>_seed<seed>``, ``("eval_vs", sim, seed)`` -> the SFT agent
+    against a training simulator, ``eval_sft_vs_<sim>_seed<seed>``; any other key is its one name."""
+    kind, *rest = key
+    if kind == "eval_vs":
+        return f"eval_sft_vs_{rest[0]}_seed{rest[1]}"
+    return f"{kind}_{rest[0]}_seed{rest[1]}" if rest else kind
+
+
+def stage_waves(cfg: RealDialogueConfig) -> list[list[tuple]]:
+    """The run's stages in waves, each wave's stages independent of each other given the waves
+    before: the base models; the user models and the SFT agent; the measurements, the SFT agent's
+    evaluations and the RL agents; the RL agents' evaluations."""
+    sims = sorted({ARMS[a][1] for a in cfg.arms} - {None})
+    return [[("base",)] * (not cfg.base_model) + [("base_independent",)],
+            [(u,) for u in USER_MODELS] + [("agent_sft",)],
+            [(m,) for m in MEASURES] + [("eval", "sft", s) for s in cfg.seeds] + [("eval_vs", sim, s) for sim in sims for s in cfg.seeds]
+            + [("agent", a, s) for s in cfg.seeds for a in cfg.arms],
+            [("eval", a, s) for s in cfg.seeds for a in cfg.arms]]
+
+
+class Stages:
+    """Every stage of one run, computed from the stages it needs (or loaded where saved) by key
+    (:func:`stage_name`): the main process walks them in order; a worker computes one."""
+
+    def __init__(self, cfg: RealDialogueConfig, st: StageCache) -> None:
+        self.cfg, self.st = cfg, st
+        data = load_taskmaster(cfg.data_dir or None, cfg.n_dialogues or None, cfg.n_tm3 or None, rng=numpy_rng(cfg.seed, "split"))
+        self.raw = data["tm4_raw"]
+        (self.train, self.calib, self.held), (self.tm3_train, _, self.tm3_held) = data["tm4"], data["tm3"]
+        self.sft = TrainingConfig(steps=cfg.sft_steps, batch=cfg.batch, lr=cfg.sft_lr, max_length=cfg.max_len, seed=cfg.seed)
+        self.users_cfg = CalibrationConfig(steps=cfg.user_steps, batch=cfg.batch, lr=cfg.sft_lr, max_length=cfg.max_len,
+                                           seed=cfg.seed, view=cfg.user_view)
+        self.base_cfg = TrainingConfig(steps=cfg.pretrain_steps, batch=cfg.batch, lr=cfg.lr, max_length=cfg.max_len, seed=cfg.seed)
+        self.goals = study.evaluation_goals(self.held if cfg.eval_split == "held-out" else self.calib, cfg.n_eval)
+        self._users: dict | None = None
+
+    @property
+    def users(self) -> dict:
+        """The simulators and evaluation users (their folders must be saved), loaded once."""
+        if self._users is None:
+            cfg = self.cfg
+            folders = {k: self.folder(k) for k in ("base", *USER_MODELS)}
+            self._users = study.user_models(folders, user_new=cfg.user_new, accept_wrong=cfg.accept_wrong, leak=cfg.leak,
+                                            view=cfg.user_view, temperature=cfg.user_temperature)
+        return self._users
+
+    def folder(self, name: str) -> Path:
+        """A model stage's folder: ``base`` (or ``--base-model``), ``base_independent``, a user model,
+        ``agent_sft``; computed if not saved."""
+        cfg, st = self.cfg, self.st
+        if name == "base":
+            return Path(cfg.base_model) if cfg.base_model else st.folder_stage("base", lambda f: study.make_base(
+                f, self.train + self.tm3_train, vocab_size=cfg.vocab_size, d_model=cfg.d_model, n_layer=cfg.n_layer,
+                max_len=cfg.max_len, cfg=self.base_cfg, persona=self.users_cfg.persona, goal_annotated=cfg.goal_annotated,
+                seed=cfg.seed))
+        independent = trainer_seed(cfg.seed, "independent evaluator")
+        if name == "base_independent":
+            return st.folder_stage(name, lambda f: study.make_base(
+                f, self.calib + self.held + self.tm3_train, vocab_size=cfg.independent_vocab_size, d_model=cfg.independent_d_model,
+                n_layer=cfg.independent_n_layer, max_len=cfg.max_len,
+                cfg=replace(self.base_cfg, steps=cfg.independent_pretrain_steps, seed=independent),
+                persona=self.users_cfg.persona, goal_annotated=cfg.goal_annotated, seed=independent))
+        if name == "agent_sft":
+            return st.folder_stage(name, lambda f: sft_agent(self.train, self.folder("base"), f, self.sft, SYSTEM))
+        convs, base, ucfg = {"user_calibrated": (self.train, "base", self.users_cfg),
+                             "user_heldout": (self.held, "base", self.users_cfg),
+                             "user_calibrated_tm3": (self.tm3_train, "base", self.users_cfg),
+                             "user_independent": (self.held, "base_independent", replace(self.users_cfg, seed=independent))}[name]
+        return st.folder_stage(name, lambda f: calibrate(convs, self.folder(base), f, ucfg))
+
+    def measure(self, name: str) -> dict:
+        """One of :data:`MEASURES`: realism, discriminators, sycophancy and disclosure, the logged confirmations."""
+        cfg, st = self.cfg, self.st
+        builder, probes = study.calibration_probes(self.raw, self.calib, cfg.n_probe, cfg.seed)
+        folders = {k: self.folder(k) for k in ("base", *USER_MODELS)}
+        make = {"realism": lambda: study.realism(folders, self.calib, self.tm3_held, cfg.max_len, cfg.user_view),
+                "discriminator": lambda: study.discriminators(
+                    self.users, folders, self.tm3_train, self.tm3_held, user_new=cfg.user_new, user_temperature=cfg.user_temperature,
+                    steps=cfg.classifier_steps, batch=cfg.batch, lr=cfg.sft_lr, max_len=cfg.max_len, n_disc=cfg.n_disc, seed=cfg.seed),
+                "sycophancy": lambda: study.sycophancy(self.users, probes, builder, cfg.seed),
+                "logged_confirmations": lambda: logged_confirmations(probes, builder, taskmaster4_judge)}[name]
+        return st.json(name, make)
+
+    def agent(self, arm: str, seed: int) -> Path:
+        """The RL agent of ``arm`` at ``seed``, trained from the SFT agent."""
+        return self.st.folder_stage(stage_name(("agent", arm, seed)), lambda f: study.train_arm(
+            arm, self.folder("agent_sft"), self.train, self.users, self.cfg.paradigm_config(seed), f, self.cfg.sim_temperature))
+
+    def evaluation(self, arm: str, seed: int, names: Sequence[str] | None = None, key: tuple | None = None) -> dict:
+        """Success of the ``arm`` agent ("sft" or an RL arm) at ``seed`` against ``names`` (default: the
+        evaluation users, and an RL arm's training simulator)."""
+        cfg = self.cfg
+        sim = ARMS.get(arm, (None, None))[1]
+        names = names or EVAL_USERS + ((sim,) if sim else ())
+        folder = self.folder("agent_sft") if arm == "sft" else self.agent(arm, seed)
+        return self.st.json(stage_name(key or ("eval", arm, seed)), lambda: study.evaluate(
+            folder, self.users, names, self.goals, seed=seed, turns=cfg.turns, max_new=cfg.max_new, temperature=cfg.eval_temperature))
+
+    def stage(self, key: tuple):
+        """The stage ``key`` (see :func:`stage_waves`), computed if not saved."""
+        kind, *rest = key
+        if kind == "agent":
+            return self.agent(*rest)
+        if kind == "eval":
+            return self.evaluation(*rest)
+        if kind == "eval_vs":
+            return self.evaluation("sft", rest[1], (rest[0],), key)
+        return self.measure(kind) if kind in MEASURES else self.folder(kind)
+
+
+def compute_stage(cfg: RealDialogueConfig, key: tuple) -> dict:
+    """One stage computed in a worker process (its inputs saved by earlier waves); its wall seconds."""
+    st = StageCache(Path(cfg.out_dir) / "stages")
+    Stages(cfg, st).stage(key)
+    return st.seconds
+
+
 def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
-    """Run (resuming finished stages), write every output, return the results dict."""
+    """Run (resuming finished stages), write every output, return the results dict. With
+    ``--one-thread`` (the default) in one process, each wave's unsaved stages are computed by
+    ``--workers`` processes on one torch thread each, so every output is the same bytes with any
+    number of workers and whatever ``--threads``; under ``accelerate launch`` the processes train
+    data-parallel."""
     from accelerate import PartialState
 
     state = PartialState()
     out = Path(cfg.out_dir)
-    if state.is_main_process:
-        guard_resume(out, cfg, environment=("torch_threads",))  # one process: its rounding depends on --threads
+    if state.is_main_process:  # one process on --threads: its rounding depends on them
+        guard_resume(out, cfg, environment=() if cfg.one_thread else ("torch_threads",), legacy=LEGACY)
     state.wait_for_everyone()
     st = StageCache(out / "stages", save=state.is_main_process, barrier=state.wait_for_everyone)
-    prog = Progress(8 + len(cfg.seeds) * len(cfg.arms), "real_dialogue", stream=stream, enabled=state.is_main_process)
-    data = load_taskmaster(cfg.data_dir or None, cfg.n_dialogues or None, cfg.n_tm3 or None, rng=numpy_rng(cfg.seed, "split"))
-    (train, calib, held), (tm3_train, _, tm3_held) = data["tm4"], data["tm3"]
-    prog.update(note=f"Taskmaster-4 {len(train)}/{len(calib)}/{len(held)}, Taskmaster-3 {len(tm3_train)}/{len(tm3_held)} dialogues")
-    sft = TrainingConfig(steps=cfg.sft_steps, batch=cfg.batch, lr=cfg.sft_lr, max_length=cfg.max_len, seed=cfg.seed)
-    users_cfg = CalibrationConfig(steps=cfg.user_steps, batch=cfg.batch, lr=cfg.sft_lr, max_length=cfg.max_len, seed=cfg.seed,
-                                  view=cfg.user_view)
-    base_cfg = TrainingConfig(steps=cfg.pretrain_steps, batch=cfg.batch, lr=cfg.lr, max_length=cfg.max_len, seed=cfg.seed)
-    folders = {"base": Path(cfg.base_model) if cfg.base_model else st.folder_stage("base", lambda f: study.make_base(
-        f, train + tm3_train, vocab_size=cfg.vocab_size, d_model=cfg.d_model, n_layer=cfg.n_layer, max_len=cfg.max_len,
-        cfg=base_cfg, persona=users_cfg.persona, goal_annotated=cfg.goal_annotated, seed=cfg.seed))}
-    prog.update(note="base model")
-    independent = trainer_seed(cfg.seed, "independent evaluator")
-    folders["base_independent"] = st.folder_stage("base_independent", lambda f: study.make_base(
-        f, calib + held + tm3_train, vocab_size=cfg.independent_vocab_size, d_model=cfg.independent_d_model,
-        n_layer=cfg.independent_n_layer, max_len=cfg.max_len, cfg=replace(base_cfg, steps=cfg.independent_pretrain_steps, seed=independent),
-        persona=users_cfg.persona, goal_annotated=cfg.goal_annotated, seed=independent))
-    prog.update(note="independent evaluator's base model")
-    for name, convs, base, ucfg in (("user_calibrated", train, "base", users_cfg), ("user_heldout", held, "base", users_cfg),
-                                    ("user_calibrated_tm3", tm3_train, "base", users_cfg),
-                                    ("user_independent", held, "base_independent", replace(users_cfg, seed=independent))):
-        folders[name] = st.folder_stage(name, lambda f, convs=convs, base=base, ucfg=ucfg: calibrate(convs, folders[base], f, ucfg))
-    folders["agent_sft"] = st.folder_stage("agent_sft", lambda f: sft_agent(train, folders["base"], f, sft, SYSTEM))
-    prog.update(note="user models and SFT agent")
-    users = study.user_models(folders, user_new=cfg.user_new, accept_wrong=cfg.accept_wrong, leak=cfg.leak, view=cfg.user_view,
-                              temperature=cfg.user_temperature)
-    builder, probes = study.calibration_probes(data["tm4_raw"], calib, cfg.n_probe, cfg.seed)
-    measures = {
-        "realism": st.json("realism", lambda: study.realism(folders, calib, tm3_held, cfg.max_len, cfg.user_view)),
-        "discriminator": st.json("discriminator", lambda: study.discriminators(
-            users, folders, tm3_train, tm3_held, user_new=cfg.user_new, user_temperature=cfg.user_temperature, steps=cfg.classifier_steps, batch=cfg.batch,
-            lr=cfg.sft_lr, max_len=cfg.max_len, n_disc=cfg.n_disc, seed=cfg.seed)),
-        "sycophancy": st.json("sycophancy", lambda: study.sycophancy(users, probes, builder, cfg.seed)),
-        "logged_confirmations": st.json("logged_confirmations", lambda: logged_confirmations(probes, builder, taskmaster4_judge))}
-    prog.update(note="realism, discriminators, sycophancy")
-    goals = study.evaluation_goals(held if cfg.eval_split == "held-out" else calib, cfg.n_eval)
-    ev = dict(turns=cfg.turns, max_new=cfg.max_new, temperature=cfg.eval_temperature)
-    runs = []
+    seconds: dict[str, float] = {}
+    if cfg.one_thread and state.num_processes == 1:
+        workers = cfg.workers or default_workers()
+        waves = stage_waves(cfg)
+        for i, wave in enumerate(waves):
+            todo = [(cfg, key) for key in wave
+                    if not ((st.folder / stage_name(key)).is_dir() or (st.folder / f"{stage_name(key)}.json").is_file())]
+            for done in run_jobs(compute_stage, todo, workers, label=f"real_dialogue stages, wave {i + 1}/{len(waves)}"):
+                seconds.update(done)
+    keys = [key for wave in stage_waves(cfg) for key in wave]
+    prog = Progress(len(keys), "real_dialogue", stream=stream, enabled=state.is_main_process)
+    with one_torch_thread() if cfg.one_thread else contextlib.nullcontext():
+        stages = Stages(cfg, st)
+        done = {}
+        for key in keys:  # every stage saved by the workers is loaded; in one process on --threads, computed here
+            done[key] = stages.stage(key)
+            prog.update(note=stage_name(key))
+    measures = {m: done[m,] for m in MEASURES}
     sims = sorted({ARMS[a][1] for a in cfg.arms} - {None})  # the starting point against each arm's training simulator
-    for seed in cfg.seeds:
-        runs.append({"arm": "sft", "seed": seed, **st.json(f"eval_sft_seed{seed}", lambda s=seed: study.evaluate(
-            folders["agent_sft"], users, EVAL_USERS, goals, seed=s, **ev)),
-            **{k: v for sim in sims for k, v in st.json(f"eval_sft_vs_{sim}_seed{seed}", lambda s=seed, n=(sim,): study.evaluate(
-                folders["agent_sft"], users, n, goals, seed=s, **ev)).items()}})
-    prog.update(note="SFT agent evaluated")
+    runs = [{"arm": "sft", "seed": seed, **done["eval", "sft", seed], **{k: v for sim in sims for k, v in done["eval_vs", sim, seed].items()}}
+            for seed in cfg.seeds]
     for seed in cfg.seeds:
         for arm in cfg.arms:
-            sim = ARMS[arm][1]
-            agent = st.folder_stage(f"agent_{arm}_seed{seed}", lambda f, a=arm, c=cfg.paradigm_config(seed): study.train_arm(
-                a, folders["agent_sft"], train, users, c, f, cfg.sim_temperature))
-            names = EVAL_USERS + ((sim,) if sim else ())
-            meta = json.loads((agent / METADATA).read_text())
+            meta = json.loads((done["agent", arm, seed] / METADATA).read_text())
             runs.append({"arm": arm, "seed": seed, "training_reward": meta["reward"], "training_success": meta["success"],
-                         "zero_variance_steps": meta["training_signal"]["zero_variance_steps"],
-                         **st.json(f"eval_{arm}_seed{seed}", lambda a=agent, n=names, s=seed: study.evaluate(a, users, n, goals, seed=s, **ev))})
-            prog.update(note=f"{arm}, seed {seed}")
+                         "zero_variance_steps": meta["training_signal"]["zero_variance_steps"], **done["eval", arm, seed]})
     results = summarise(cfg, runs, measures)
     if state.is_main_process:
-        write_outputs(out, results, st.seconds)
-    prog.update(note="done")
+        write_outputs(out, results, {**seconds, **st.seconds})
     return results
 
 
@@ -341,7 +451,7 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
                "zero-variance steps": sum(t["zero_variance_steps"] for t in rows), "steps": sum(t["steps"] for t in rows),
                "runs whose goal success rises (interval above 0)": sum(t["rise_low"] is not None and t["rise_low"] > 0 for t in rows)}
               for arm in cfg.arms if (rows := [t for t in success if t["arm"] == arm])]
-    return {"config": asdict(cfg), "evaluation_users": users, "table": table, "paired": paired, "runs": flat,
+    return {"config": asdict(replace(cfg, workers=0)), "evaluation_users": users, "table": table, "paired": paired, "runs": flat,
             "training": training, "training_curves": curves or {}, "training_signal": signal, **measures,
             "note": "The evaluation users are models of people, not people: a user model trained on the held-out split "
                     "of human dialogues, the same model with a rule that rejects a wrong order it would accept, and an "
@@ -406,7 +516,7 @@ def retabulate(out: Path) -> dict:
     inputs that do not change is rewritten. The saved config is the run's, whatever the command line."""
     old = read_json(out / "results.json")
     saved = load_config_file(out / "config.json", RealDialogueConfig)  # the run's own settings, lists as tuples
-    saved.setdefault("user_view", "flipped")  # the one view before --user-view existed
+    saved = {**LEGACY, **saved}
     cfg = RealDialogueConfig(**{**saved, "out_dir": str(out)})
     runs: dict = {}
     for r in old["runs"]:

@@ -149,7 +149,18 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     reproduces the results, a recomputed stage equal to the saved one, and a refused folder."""
     from experiments import real_dialogue
 
-    res = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r")])
+    res = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r"), "--workers", "2"])
+    # the stages on one torch thread each: two worker processes and one process on two threads give the same bytes
+    one = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "one"), "--workers", "1", "--threads", "2"])
+    for name in ("runs.csv", "paired.csv", "training.csv"):
+        assert (tmp_path / "r" / name).read_bytes() == (tmp_path / "one" / name).read_bytes(), name
+    assert {**one, "config": None} == {**res, "config": None} and one["config"]["workers"] == res["config"]["workers"] == 0
+    weights = sorted(p.relative_to(tmp_path / "r") for p in (tmp_path / "r" / "stages").rglob("*.safetensors"))
+    assert len(weights) == 2 + 4 + 1 + 4 * 2  # base models, user models, SFT agent, RL agents: every weight the same bytes
+    for w in weights:
+        assert (tmp_path / "r" / w).read_bytes() == (tmp_path / "one" / w).read_bytes(), w
+    with pytest.raises(SystemExit, match="one_thread: saved True, now False"):
+        real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "one"), "--no-one-thread"])
     assert [row["arm"] for row in res["table"]] == ["sft", "static", "interactive_rule", "interactive_prompted", "calibrated"]
     assert {r["seed"] for r in res["runs"]} == {0, 1} and "held-out split" in res["note"]
     for row in res["paired"]:  # Holm keeps an ordering only where the uncorrected test called one

@@ -202,6 +202,15 @@ def test_guard_resume_skips_config_fields_marked_resume_false(tmp_path):
     with pytest.raises(ValueError, match="steps: saved 10, now 11"):
         guard_resume(tmp_path, Cfg(steps=11))
 
+    @dataclass(frozen=True)
+    class Later(Cfg):  # a setting added after the folder was made
+        fast: bool = True
+
+    with pytest.raises(ValueError, match="fast: saved False, now True"):  # the folder was made the old way
+        guard_resume(tmp_path, Later(), legacy={"fast": False})
+    guard_resume(tmp_path, Later(fast=False), legacy={"fast": False})
+    assert read_json(tmp_path / "config.json")["config"]["fast"] is False  # now recorded
+
 
 def test_stage_cache_computes_once_then_loads(tmp_path):
     from shiftbounds.utils.stages import StageCache

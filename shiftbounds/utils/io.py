@@ -201,7 +201,8 @@ class StaleFolderError(ValueError):
     """A results folder holds results computed under other settings (raised by :func:`guard_resume`)."""
 
 
-def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] = (), environment: Iterable[str] = ()) -> Path:
+def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] = (), environment: Iterable[str] = (),
+                 legacy: Mapping[str, Any] | None = None) -> Path:
     """Open ``folder`` for a run of ``config``: refuse it when it was made under settings that change
     results, then (re)write ``<folder>/config.json``.
 
@@ -212,7 +213,9 @@ def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] =
     may differ; any other difference raises :class:`StaleFolderError` naming each changed setting with its
     saved and new value. ``environment`` names keys of :func:`run_environment` that change results
     too and must match the saved ones (``"torch_threads"`` for a run that trains in one process on
-    several threads: torch's rounding depends on the thread count). This is the one guard of every experiment; a folder without a
+    several threads: torch's rounding depends on the thread count). ``legacy`` maps a setting added
+    after some folders were made to the value those folders were computed with (their
+    ``config.json`` lacks it). This is the one guard of every experiment; a folder without a
     ``config.json`` is adopted. Temporary files of atomic writes that a killed run left behind
     (``.<name>.<random>.tmp``, never a result) are removed.
     """
@@ -223,7 +226,7 @@ def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] =
     if path.exists():
         saved_all = read_json(path)
         saved_cfg = saved_all["config"] if isinstance(saved_all.get("config"), Mapping) else saved_all
-        saved = {k: v for k, v in saved_cfg.items() if k not in skip}
+        saved = {k: v for k, v in {**(legacy or {}), **saved_cfg}.items() if k not in skip}
         changed = sorted(k for k in set(now) | set(saved) if now.get(k) != saved.get(k))
         env_saved, env_now = saved_all.get("environment") or {}, run_environment() if environment else {}
         for k in sorted(k for k in environment if k in env_saved and env_saved[k] != env_now.get(k)):
