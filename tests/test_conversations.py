@@ -20,6 +20,7 @@ from shiftbounds.conversations import (
     to_dataset,
     write_conversations,
 )
+from tests.marks import needs_data
 
 GOOD = {"id": "a", "goal": {"order": ["latte"]}, "messages": [{"role": "user", "content": "a latte"},
                                                               {"role": "assistant", "content": "hot?"}]}
@@ -129,6 +130,7 @@ def test_missing_and_empty_files(tmp_path):
         read_conversations(_write(tmp_path, [""]))
 
 
+@needs_data
 def test_converters():
     from shiftbounds.conversations.taskmaster import load_reward_labels, load_tm4
     from shiftbounds.dialogue.prepare import make_task, prepare_task, sample_logs

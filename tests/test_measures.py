@@ -21,6 +21,7 @@ from shiftbounds.conversations.measures import (
 from shiftbounds.conversations.models import load_chat_model
 from shiftbounds.conversations.simulators import HiddenGoalUser, OrderingUser, simulator_view
 from shiftbounds.conversations.tasks import Probe, ProbeSet, Taskmaster4Probes, placed_orders, taskmaster4_judge
+from tests.marks import needs_data
 
 
 def test_turn_buckets():
@@ -78,6 +79,7 @@ def test_discriminator_separates_a_wrong_simulator_and_not_the_exact_one(synthet
     assert exact["overall"]["low"] < 0.5 < exact["overall"]["high"]
 
 
+@needs_data
 def test_taskmaster4_probes_and_the_rule_users_rates():
     from shiftbounds.conversations.taskmaster import load_tm4
 
@@ -150,6 +152,7 @@ class _FixedUser:
         return text, False
 
 
+@needs_data
 def test_goal_consistency_and_reply_kinds_expose_goal_blind_and_garbled_simulators():
     """GIVEN Taskmaster-4 probes WHEN a faithful simulator (states its goal, accepts), a goal-blind
     one (always orders a latte, accepts) and a garbled one ("Nights:se, thanks.") are measured THEN

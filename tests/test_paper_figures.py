@@ -4,6 +4,7 @@ with ``--run-missing`` runs them first; every figure is written as PNG + PDF."""
 from __future__ import annotations
 
 import paper_figures.__main__ as pf
+from tests.marks import needs_data
 
 
 def test_missing_results_are_named_not_run(tmp_path, capsys):
@@ -15,6 +16,7 @@ def test_missing_results_are_named_not_run(tmp_path, capsys):
     assert not (tmp_path / "results").exists()
 
 
+@needs_data
 def test_paper_figures_smoke_run_missing(tmp_path):
     written = pf.main(["--preset", "smoke", "--results-dir", str(tmp_path / "results"), "--out-dir", str(tmp_path / "figs"),
                        "--run-missing"])

@@ -12,10 +12,9 @@ from benchmarks.reference import TinyLM, load_causal_lm, roll_out_batch
 from shiftbounds.conversations.classifiers import RewardModel, classifier_scores, fit_classifier
 from shiftbounds.conversations.rule_user import RuleUser, is_acceptance
 from shiftbounds.conversations.sampling import left_pad, sample_batch
-from shiftbounds.conversations.taskmaster import ROLE_TOKENS, OrderItem, default_data_dir, load_tm4, order_success, parse_orders
+from shiftbounds.conversations.taskmaster import ROLE_TOKENS, OrderItem, load_tm4, order_success, parse_orders
 from shiftbounds.conversations.tasks import names_whole_goal
-
-needs_data = pytest.mark.skipif(not (default_data_dir() / "taskmaster4").exists(), reason="shared data not present")
+from tests.marks import needs_data
 
 
 def tiny(family: str, seed: int = 1):

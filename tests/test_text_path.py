@@ -18,7 +18,6 @@ from shiftbounds.conversations.classifiers import make_batch
 from shiftbounds.conversations.sampling import sample_batch
 from shiftbounds.conversations.taskmaster import (
     OrderItem,
-    default_data_dir,
     load_reward_labels,
     load_tm4,
     order_credit,
@@ -29,9 +28,7 @@ from shiftbounds.conversations.taskmaster import (
 from shiftbounds.distill.gsm8k import METHODS, NoisyTeacher, extract_final, load_gsm8k, on_policy_loss
 from shiftbounds.utils.device import resolve_device
 from shiftbounds.utils.stats import roc_auc
-
-DATA = default_data_dir()
-needs_data = pytest.mark.skipif(not (DATA / "taskmaster4").exists(), reason="shared data not present")
+from tests.marks import needs_data
 
 
 @needs_data
