@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -353,6 +354,7 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
     data-parallel."""
     from accelerate import PartialState
 
+    t0 = time.perf_counter()
     state = PartialState()
     out = Path(cfg.out_dir)
     if state.is_main_process:  # one process on --threads: its rounding depends on them
@@ -360,8 +362,8 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
     state.wait_for_everyone()
     st = StageCache(out / "stages", save=state.is_main_process, barrier=state.wait_for_everyone)
     seconds: dict[str, float] = {}
+    workers = (cfg.workers or default_workers()) if cfg.one_thread and state.num_processes == 1 else 1
     if cfg.one_thread and state.num_processes == 1:
-        workers = cfg.workers or default_workers()
         waves = stage_waves(cfg)
         for i, wave in enumerate(waves):
             todo = [(cfg, key) for key in wave
@@ -387,7 +389,8 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
                          "zero_variance_steps": meta["training_signal"]["zero_variance_steps"], **done["eval", arm, seed]})
     results = summarise(cfg, runs, measures)
     if state.is_main_process:
-        write_outputs(out, results, {**seconds, **st.seconds})
+        write_outputs(out, results, {**seconds, **st.seconds}, {"wall_seconds": time.perf_counter() - t0, "workers": workers,
+                                                                "processes": state.num_processes})
     return results
 
 
@@ -459,13 +462,14 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
                     f"the same held-out split). Evaluation goals: the {cfg.eval_split} split."}
 
 
-def write_outputs(out: Path, results: dict, seconds: dict) -> None:
+def write_outputs(out: Path, results: dict, seconds: dict, call: dict | None = None) -> None:
     """``results.json``, ``results.md``, ``runs.csv``, ``paired.csv``, ``training.csv``, ``per_turn.csv``, the figures
-    and ``timings.json`` (each stage's wall seconds from the call that computed it: a resumed run adds
-    its stages to those of the calls before)."""
+    and ``timings.json``: each stage's wall seconds from the call that computed it and each call's
+    wall seconds and workers (a resumed run adds its own to those of the calls before)."""
     write_json(out / "results.json", results)
-    before = read_json(out / "timings.json")["seconds_per_stage_computed"] if (out / "timings.json").is_file() else {}
-    write_json(out / "timings.json", {"seconds_per_stage_computed": {**before, **seconds}})
+    before = read_json(out / "timings.json") if (out / "timings.json").is_file() else {}
+    write_json(out / "timings.json", {"seconds_per_stage_computed": {**before.get("seconds_per_stage_computed", {}), **seconds},
+                                      "calls": before.get("calls", []) + ([{**call, "stages_computed": len(seconds)}] if call else [])})
     write_csv(out / "runs.csv", results["runs"])
     write_csv(out / "paired.csv", results["paired"])
     write_csv(out / "training.csv", results["training"])

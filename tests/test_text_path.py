@@ -200,11 +200,14 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     saved = json.loads((stages / "eval_calibrated_seed1.json").read_text())
     (stages / "eval_calibrated_seed1.json").unlink()
     timed = json.loads((tmp_path / "r" / "timings.json").read_text())["seconds_per_stage_computed"]
+    assert len(timed) == sum(len(w) for w in real_dialogue.stage_waves(real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["smoke"])))
     again = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r")])
     assert json.loads((stages / "eval_calibrated_seed1.json").read_text()) == saved
-    retimed = json.loads((tmp_path / "r" / "timings.json").read_text())["seconds_per_stage_computed"]  # the first call's kept
+    timings = json.loads((tmp_path / "r" / "timings.json").read_text())
+    retimed = timings["seconds_per_stage_computed"]  # the first call's kept
     assert retimed.keys() == timed.keys() and {k: v for k, v in retimed.items() if k != "eval_calibrated_seed1"} == {
         k: v for k, v in timed.items() if k != "eval_calibrated_seed1"}
+    assert [c["stages_computed"] for c in timings["calls"]] == [len(timed), 1] and timings["calls"][0]["workers"] == 2
     assert again["table"] == res["table"] and again["paired"] == res["paired"]
     # the tables recomputed from results.json alone (--retabulate) are the run's
     retab = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r"), "--retabulate"])
