@@ -174,6 +174,7 @@ def _learned_compounding(arm: str) -> Callable[[Path], Verdict]:
 
 
 REAL = "results/real_dialogue/cpu"
+REAL_ONE_PROCESS = "results/real_dialogue/cpu_one_process"  # the same preset computed in one process on two threads
 REAL_BEFORE_FIX = "results/real_dialogue/before_position_fix"
 
 
@@ -182,19 +183,27 @@ def _family_words(family: int) -> str:
 
 
 def _real_dialogue_above_sft(user: str, how: str):
-    """The confirmatory run: Calibrated Interactive RL against the SFT agent it starts from, as
-    ``user`` (a ``paired.csv`` evaluation user) scores them; that user's own Holm family."""
+    """The cpu preset's confirmatory runs: Calibrated Interactive RL against the SFT agent it starts
+    from, as ``user`` (a ``paired.csv`` evaluation user) scores them, each run's own Holm family for
+    that user; an ordering only where the thread-invariant run and the one-process run (the same
+    configuration and seeds, rounded otherwise) both call it."""
     def verdict(root: Path) -> Verdict:
-        family = [r for r in _csv(root, f"{REAL}/paired.csv") if r["evaluation user"] == user]
-        rows = [r for r in family if r["difference"] == "calibrated - sft"]
-        if len(rows) != 1:
-            raise ValueError(f"{REAL}/paired.csv: expected one calibrated - sft row for {user!r}; got {len(rows)}")
-        r = rows[0]
-        v = {"calibrated > sft": "supported", "calibrated < sft": "contradicted"}.get(r["holm verdict"], "not significant")
-        n = int(r["n"])
-        return Verdict(v, f"{float(r['mean']):.3f} [{float(r['low']):.3f}, {float(r['high']):.3f}], sign-flip p {float(r['p']):.4f}",
-                       f"{_family_words(len(family))} against {how}; {n} fresh seeds (smallest sign-flip p {2 / 2 ** n:.4f}); "
-                       "configuration frozen on development seeds and calibration goals")
+        found = []
+        for folder in (REAL, REAL_ONE_PROCESS):
+            family = [r for r in _csv(root, f"{folder}/paired.csv") if r["evaluation user"] == user]
+            rows = [r for r in family if r["difference"] == "calibrated - sft"]
+            if len(rows) != 1:
+                raise ValueError(f"{folder}/paired.csv: expected one calibrated - sft row for {user!r}; got {len(rows)}")
+            found.append((rows[0], len(family)))
+        holm = {r["holm verdict"] for r, _ in found}
+        v = {"calibrated > sft": "supported", "calibrated < sft": "contradicted"}.get(holm.pop(), "not significant") \
+            if len(holm) == 1 else "not significant"
+        n = int(found[0][0]["n"])
+        numbers = "; ".join(f"{label} {float(r['mean']):.3f} [{float(r['low']):.3f}, {float(r['high']):.3f}], sign-flip p {float(r['p']):.4f}"
+                            for label, (r, _) in zip(("run", "one-process run"), found))
+        return Verdict(v, numbers, f"{_family_words(found[0][1])} against {how} in each run; {n} fresh seeds each (smallest "
+                       f"sign-flip p {2 / 2 ** n:.4f}); an ordering where both runs call it; configuration frozen on "
+                       "development seeds and calibration goals")
 
     return verdict
 
@@ -354,11 +363,12 @@ CLAIMS = (
           "python -m experiments.real_dialogue --preset cpu at commit 4a57107 (the preset of then)", (f"{REAL_BEFORE_FIX}/paired.csv",),
           _real_dialogue),
     Claim("1", "On real dialogues (Taskmaster-4), Calibrated Interactive RL ends above the SFT agent it starts from",
-          "python -m experiments.real_dialogue --preset cpu", (f"{REAL}/paired.csv",),
-          _real_dialogue_above_sft("held-out user model", "the held-out user model")),
+          "python -m experiments.real_dialogue --preset cpu (and --no-one-thread --threads 2)",
+          (f"{REAL}/paired.csv", f"{REAL_ONE_PROCESS}/paired.csv"), _real_dialogue_above_sft("held-out user model", "the held-out user model")),
     Claim("1", "On real dialogues (Taskmaster-4), Calibrated Interactive RL ends above the SFT agent against its own "
-          "training simulator (held-out goals)", "python -m experiments.real_dialogue --preset cpu", (f"{REAL}/paired.csv",),
-          _real_dialogue_above_sft("its training simulator (calibrated)", "the calibrated simulator (a family added after the run)")),
+          "training simulator (held-out goals)", "python -m experiments.real_dialogue --preset cpu (and --no-one-thread --threads 2)",
+          (f"{REAL}/paired.csv", f"{REAL_ONE_PROCESS}/paired.csv"),
+          _real_dialogue_above_sft("its training simulator (calibrated)", "the calibrated simulator (a family added after the one-process run)")),
     Claim("2", "With a noisy expert, behaviour cloning's sample complexity grows exponentially in H at rate -log q (lock)",
           "python -m experiments.noisy_expert", (f"{NOISY}/growth.csv",), _bc_rate),
     Claim("2", "NAIL's sample complexity grows polynomially in H (lock)",

@@ -68,16 +68,24 @@ def test_no_verdict_words_outside_the_generated_blocks():
                                            ("not significant", "not significant")])
 def test_the_real_dialogue_row_reads_the_held_out_users_holm_verdict(tmp_path, holm, verdict):
     """The confirmatory row follows the Holm verdict of Calibrated - SFT against the held-out user
-    model, and no other evaluation user's row: planted verdicts move it."""
+    model in both runs of the preset, and no other evaluation user's row: planted verdicts move it,
+    and runs that disagree call no ordering."""
     _copy_inputs(tmp_path)
-    path = tmp_path / claims.REAL / "paired.csv"
-    with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    for r in rows:
-        r["holm verdict"] = holm if r["evaluation user"] == "held-out user model" else "calibrated > sft"
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+
+    def plant(folder, held_out):
+        path = tmp_path / folder / "paired.csv"
+        with path.open(newline="") as f:
+            rows = list(csv.DictReader(f))
+        for r in rows:
+            r["holm verdict"] = held_out if r["evaluation user"] == "held-out user model" else "calibrated > sft"
+        with path.open("w", newline="") as f:
+            w = csv.DictWriter(f, fieldnames=list(rows[0]))
+            w.writeheader()
+            w.writerows(rows)
+
     target = "On real dialogues (Taskmaster-4), Calibrated Interactive RL ends above the SFT agent it starts from"
+    plant(claims.REAL, holm)
+    plant(claims.REAL_ONE_PROCESS, holm)
     assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == verdict
+    plant(claims.REAL_ONE_PROCESS, "not significant" if holm != "not significant" else "calibrated > sft")  # the runs disagree
+    assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == "not significant"
