@@ -47,6 +47,7 @@ only the main one writes).
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import time
 from collections.abc import Sequence
@@ -263,17 +264,19 @@ class Stages:
                                            seed=cfg.seed, view=cfg.user_view)
         self.base_cfg = TrainingConfig(steps=cfg.pretrain_steps, batch=cfg.batch, lr=cfg.lr, max_length=cfg.max_len, seed=cfg.seed)
         self.goals = study.evaluation_goals(self.held if cfg.eval_split == "held-out" else self.calib, cfg.n_eval)
-        self._users: dict | None = None
 
-    @property
+    @functools.cached_property
     def users(self) -> dict:
         """The simulators and evaluation users (their folders must be saved), loaded once."""
-        if self._users is None:
-            cfg = self.cfg
-            folders = {k: self.folder(k) for k in ("base", *USER_MODELS)}
-            self._users = study.user_models(folders, user_new=cfg.user_new, accept_wrong=cfg.accept_wrong, leak=cfg.leak,
-                                            view=cfg.user_view, temperature=cfg.user_temperature)
-        return self._users
+        cfg = self.cfg
+        folders = {k: self.folder(k) for k in ("base", *USER_MODELS)}
+        return study.user_models(folders, user_new=cfg.user_new, accept_wrong=cfg.accept_wrong, leak=cfg.leak,
+                                 view=cfg.user_view, temperature=cfg.user_temperature)
+
+    @functools.cached_property
+    def probes(self) -> tuple:
+        """``(builder, probes)``: the Taskmaster-4 calibration probes of the sycophancy measures, built once."""
+        return study.calibration_probes(self.raw, self.calib, self.cfg.n_probe, self.cfg.seed)
 
     def folder(self, name: str) -> Path:
         """A model stage's folder: ``base`` (or ``--base-model``), ``base_independent``, a user model,
@@ -302,7 +305,7 @@ class Stages:
     def measure(self, name: str) -> dict:
         """One of :data:`MEASURES`: realism, discriminators, sycophancy and disclosure, the logged confirmations."""
         cfg, st = self.cfg, self.st
-        builder, probes = study.calibration_probes(self.raw, self.calib, cfg.n_probe, cfg.seed)
+        builder, probes = self.probes
         folders = {k: self.folder(k) for k in ("base", *USER_MODELS)}
         make = {"realism": lambda: study.realism(folders, self.calib, self.tm3_held, cfg.max_len, cfg.user_view),
                 "discriminator": lambda: study.discriminators(
@@ -362,15 +365,14 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
     state.wait_for_everyone()
     st = StageCache(out / "stages", save=state.is_main_process, barrier=state.wait_for_everyone)
     seconds: dict[str, float] = {}
+    waves = stage_waves(cfg)
     workers = (cfg.workers or default_workers()) if cfg.one_thread and state.num_processes == 1 else 1
     if cfg.one_thread and state.num_processes == 1:
-        waves = stage_waves(cfg)
         for i, wave in enumerate(waves):
-            todo = [(cfg, key) for key in wave
-                    if not ((st.folder / stage_name(key)).is_dir() or (st.folder / f"{stage_name(key)}.json").is_file())]
+            todo = [(cfg, key) for key in wave if not st.saved(stage_name(key))]
             for done in run_jobs(compute_stage, todo, workers, label=f"real_dialogue stages, wave {i + 1}/{len(waves)}"):
                 seconds.update(done)
-    keys = [key for wave in stage_waves(cfg) for key in wave]
+    keys = [key for wave in waves for key in wave]
     prog = Progress(len(keys), "real_dialogue", stream=stream, enabled=state.is_main_process)
     with one_torch_thread() if cfg.one_thread else contextlib.nullcontext():
         stages = Stages(cfg, st)

@@ -231,6 +231,9 @@ def test_stage_cache_computes_once_then_loads(tmp_path):
     assert again.torch("m", lambda: [3], load=lambda p: ("loaded", p.name), save=None) == ("loaded", "m.pt")
     quiet = StageCache(tmp_path / "other", save=False)
     assert quiet.json("b", make) == {"x": 2} and not (tmp_path / "other").exists()
+    assert again.saved("a") and again.saved("m") and not again.saved("b") and not quiet.saved("b")  # what was written, only
+    again.folder_stage("f", lambda tmp: tmp.mkdir())
+    assert again.saved("f")
 
 
 @settings(max_examples=60, deadline=None)

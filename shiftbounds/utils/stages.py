@@ -52,6 +52,10 @@ class StageCache:
             save(value, path)
         return value
 
+    def saved(self, name: str) -> bool:
+        """Whether the stage ``name`` is saved, as a ``<name>/`` folder, ``<name>.json`` or ``<name>.pt``."""
+        return (self.folder / name).is_dir() or any((self.folder / f"{name}{ext}").is_file() for ext in (".json", ".pt"))
+
     def json(self, name: str, make: Callable[[], Any]) -> Any:
         """``<name>.json`` if it exists, else ``make()`` written there (a JSON-able value)."""
         return self._stage(self.folder / f"{name}.json", make, read_json, lambda value, path: write_json(path, value))
