@@ -3,9 +3,9 @@ wired from :mod:`shiftbounds.conversations` on TRL.
 
 ``python -m experiments.real_dialogue [--preset smoke|cpu|gpu] [options]``
 
-Stages (each saved under ``--out-dir``/stages and skipped on a rerun; the independent ones computed
-together in ``--workers`` processes on one torch thread each, so the outputs are the same bytes on
-any number of cores):
+Stages (each saved under ``--out-dir``/stages and skipped on a rerun; each computed in one of
+``--workers`` processes on one torch thread as soon as the stages it needs are saved, so the
+outputs are the same bytes on any number of cores):
 
 1. **data** — Taskmaster-4 and Taskmaster-3 as conversations, the agent's API calls folded into its
    turns, split by dialogue into train / calibration / held-out;
@@ -76,7 +76,7 @@ from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import numpy_rng, trainer_seed
 from shiftbounds.utils.stages import StageCache
 from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference, trend
-from shiftbounds.utils.workers import default_workers, one_torch_thread, run_jobs
+from shiftbounds.utils.workers import default_workers, one_torch_thread, run_graph
 
 
 @dataclass(frozen=True)
@@ -238,16 +238,24 @@ def stage_name(key: tuple) -> str:
     return f"{kind}_{rest[0]}_seed{rest[1]}" if rest else kind
 
 
-def stage_waves(cfg: RealDialogueConfig) -> list[list[tuple]]:
-    """The run's stages in waves, each wave's stages independent of each other given the waves
-    before: the base models; the user models and the SFT agent; the measurements, the SFT agent's
-    evaluations and the RL agents; the RL agents' evaluations."""
+def stage_needs(cfg: RealDialogueConfig) -> dict[tuple, tuple[tuple, ...]]:
+    """Every stage of the run (keys as :func:`stage_name` reads them), in an order that computes each
+    after the stages it needs, mapped to those: the base models; the user models and the SFT agent
+    from them; the measurements, the SFT agent's evaluations and the RL agents, each needing every
+    user model (the simulators are loaded together); each RL agent's evaluation."""
     sims = sorted({ARMS[a][1] for a in cfg.arms} - {None})
-    return [[("base",)] * (not cfg.base_model) + [("base_independent",)],
-            [(u,) for u in USER_MODELS] + [("agent_sft",)],
-            [(m,) for m in MEASURES] + [("eval", "sft", s) for s in cfg.seeds] + [("eval_vs", sim, s) for sim in sims for s in cfg.seeds]
-            + [("agent", a, s) for s in cfg.seeds for a in cfg.arms],
-            [("eval", a, s) for s in cfg.seeds for a in cfg.arms]]
+    base = () if cfg.base_model else (("base",),)
+    users = (*base, *((u,) for u in USER_MODELS))
+    needs: dict[tuple, tuple[tuple, ...]] = {**{b: () for b in base}, ("base_independent",): ()}
+    needs.update({(u,): (("base_independent",),) if u == "user_independent" else base for u in USER_MODELS})
+    needs[("agent_sft",)] = base
+    with_agent = (*users, ("agent_sft",))
+    needs.update({(m,): users for m in MEASURES})
+    needs.update({("eval", "sft", s): with_agent for s in cfg.seeds})
+    needs.update({("eval_vs", sim, s): with_agent for sim in sims for s in cfg.seeds})
+    needs.update({("agent", a, s): with_agent for s in cfg.seeds for a in cfg.arms})
+    needs.update({("eval", a, s): (*with_agent, ("agent", a, s)) for s in cfg.seeds for a in cfg.arms})
+    return needs
 
 
 class Stages:
@@ -331,7 +339,7 @@ class Stages:
             folder, self.users, names, self.goals, seed=seed, turns=cfg.turns, max_new=cfg.max_new, temperature=cfg.eval_temperature))
 
     def stage(self, key: tuple):
-        """The stage ``key`` (see :func:`stage_waves`), computed if not saved."""
+        """The stage ``key`` (see :func:`stage_needs`), computed if not saved."""
         kind, *rest = key
         if kind == "agent":
             return self.agent(*rest)
@@ -343,7 +351,7 @@ class Stages:
 
 
 def compute_stage(cfg: RealDialogueConfig, key: tuple) -> dict:
-    """One stage computed in a worker process (its inputs saved by earlier waves); its wall seconds."""
+    """One stage computed in a worker process (the stages it needs already saved); its wall seconds."""
     st = StageCache(Path(cfg.out_dir) / "stages")
     Stages(cfg, st).stage(key)
     return st.seconds
@@ -351,8 +359,9 @@ def compute_stage(cfg: RealDialogueConfig, key: tuple) -> dict:
 
 def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
     """Run (resuming finished stages), write every output, return the results dict. With
-    ``--one-thread`` (the default) in one process, each wave's unsaved stages are computed by
-    ``--workers`` processes on one torch thread each, so every output is the same bytes with any
+    ``--one-thread`` (the default) in one process, each unsaved stage is computed by one of
+    ``--workers`` processes on one torch thread as soon as the stages it needs are saved
+    (:func:`stage_needs`), so every output is the same bytes with any
     number of workers and whatever ``--threads``; under ``accelerate launch`` the processes train
     data-parallel."""
     from accelerate import PartialState
@@ -365,14 +374,13 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
     state.wait_for_everyone()
     st = StageCache(out / "stages", save=state.is_main_process, barrier=state.wait_for_everyone)
     seconds: dict[str, float] = {}
-    waves = stage_waves(cfg)
+    needs = stage_needs(cfg)
     workers = (cfg.workers or default_workers()) if cfg.one_thread and state.num_processes == 1 else 1
-    if cfg.one_thread and state.num_processes == 1:
-        for i, wave in enumerate(waves):
-            todo = [(cfg, key) for key in wave if not st.saved(stage_name(key))]
-            for done in run_jobs(compute_stage, todo, workers, label=f"real_dialogue stages, wave {i + 1}/{len(waves)}"):
-                seconds.update(done)
-    keys = [key for wave in waves for key in wave]
+    if cfg.one_thread and state.num_processes == 1:  # each unsaved stage in a worker once the stages it needs are saved
+        todo = {key: (cfg, key) for key in needs if not st.saved(stage_name(key))}
+        for done in run_graph(compute_stage, todo, needs, workers, label="real_dialogue stages").values():
+            seconds.update(done)
+    keys = list(needs)
     prog = Progress(len(keys), "real_dialogue", stream=stream, enabled=state.is_main_process)
     with one_torch_thread() if cfg.one_thread else contextlib.nullcontext():
         stages = Stages(cfg, st)

@@ -200,7 +200,7 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     saved = json.loads((stages / "eval_calibrated_seed1.json").read_text())
     (stages / "eval_calibrated_seed1.json").unlink()
     timed = json.loads((tmp_path / "r" / "timings.json").read_text())["seconds_per_stage_computed"]
-    assert len(timed) == sum(len(w) for w in real_dialogue.stage_waves(real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["smoke"])))
+    assert len(timed) == len(real_dialogue.stage_needs(real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["smoke"])))
     again = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r")])
     assert json.loads((stages / "eval_calibrated_seed1.json").read_text()) == saved
     timings = json.loads((tmp_path / "r" / "timings.json").read_text())
@@ -310,3 +310,17 @@ def test_retabulating_a_run_from_before_the_independent_evaluator_keeps_its_tabl
     assert res["config"]["user_view"] == "flipped" and "independent user model" not in res["evaluation_users"]
     assert [r["sim-to-real gap (held-out)"] for r in res["table"] if "sim-to-real gap (held-out)" in r] == \
         [r["sim-to-real gap"] for r in shipped["table"] if "sim-to-real gap" in r]
+
+
+def test_real_dialogue_stage_needs_order_each_stage_after_what_it_needs():
+    """Every stage's needs are stages of the run listed before it, each named once; each RL agent's
+    evaluation needs that agent."""
+    from experiments import real_dialogue
+
+    cfg = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["smoke"])
+    needs = real_dialogue.stage_needs(cfg)
+    keys = list(needs)
+    assert all(keys.index(n) < keys.index(k) for k, ns in needs.items() for n in ns)
+    assert ("agent", "calibrated", 1) in needs[("eval", "calibrated", 1)] and needs[("base",)] == ()
+    assert len(keys) == 2 + 5 + 4 + 2 + 3 * 2 + 2 * 4 * 2
+    assert len({real_dialogue.stage_name(k) for k in keys}) == len(keys)

@@ -250,3 +250,28 @@ def test_holm_lies_between_bonferroni_and_no_correction(p):
         holm([0.2, 1.5])
     rows = [{"p": q, "verdict": f"row {i}"} for i, q in enumerate(p)]
     assert holm_verdicts(rows) == [f"row {i}" if r else "not significant" for i, r in enumerate(rejected)]
+
+
+def test_run_graph_starts_each_job_after_its_needs_and_refuses_cycles():
+    """In one process the jobs run in their order as far as their needs allow (a need that is no
+    job counts as done); on two spawned workers the results are the same; a cycle is named."""
+    import operator
+
+    from shiftbounds.utils.workers import run_graph
+
+    order: list[str] = []
+
+    def job(name: str) -> str:
+        order.append(name)
+        return name.upper()
+
+    jobs = {"eval": (job, "eval"), "agent": (job, "agent"), "base": (job, "base"), "users": (job, "users")}
+    needs = {"eval": ("agent", "users"), "agent": ("base", "saved elsewhere"), "users": ("base",)}
+    out = run_graph(lambda f, name: f(name), jobs, needs, 1)
+    assert order == ["base", "agent", "users", "eval"] and list(out) == list(jobs) and out["eval"] == "EVAL"
+    spawned = run_graph(operator.mul, {k: (k, 3) for k in ("ab", "c", "d")}, {"ab": ("c",), "c": ("d",)}, 2)
+    assert spawned == {"ab": "ababab", "c": "ccc", "d": "ddd"}
+    with pytest.raises(ValueError, match="need each other"):
+        run_graph(operator.mul, {"a": ("a", 1), "b": ("b", 1), "c": ("c", 1)}, {"a": ("b",), "b": ("a",)}, 2)
+    with pytest.raises(ValueError, match="workers must be >= 1; got 0"):
+        run_graph(operator.mul, {}, {}, 0)

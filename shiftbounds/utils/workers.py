@@ -12,8 +12,8 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
-from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ProcessPoolExecutor, as_completed
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, as_completed, wait
 from typing import Any
 
 from shiftbounds.utils.progress import Progress
@@ -69,3 +69,58 @@ def run_jobs(fn: Callable[..., Any], jobs: Sequence[tuple], workers: int, *, lab
             results[i] = fut.result()
             prog.update(1, note=f"{jobs[i][1:]} done")
     return results
+
+
+def run_graph(fn: Callable[..., Any], jobs: Mapping[Hashable, tuple], needs: Mapping[Hashable, Collection[Hashable]],
+              workers: int, *, label: str = "jobs") -> dict[Hashable, Any]:
+    """``{key: fn(*jobs[key])}``, each job started as soon as the jobs it ``needs`` have finished (a
+    needed key that is not a job counts as finished: e.g. a stage already saved), on ``workers``
+    processes (``1``: here, in the jobs' order as far as their needs allow), each job on one torch
+    thread; progress with ETA as jobs finish. What a job computes must depend only on its needs'
+    outputs, never on which other jobs ran beside it: then the results are the same whatever
+    ``workers``.
+
+    Raises:
+        ValueError: ``workers < 1``, or jobs that need each other (a cycle).
+    """
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1; got {workers}")
+    pending = {k: {n for n in needs.get(k, ()) if n in jobs and n != k} for k in jobs}
+    prog, results = Progress(len(jobs), label), {}
+
+    def ready() -> list:
+        return [k for k, left in pending.items() if not left]
+
+    def finished(key) -> None:
+        for left in pending.values():
+            left.discard(key)
+        prog.update(1, note=f"{jobs[key][1:]} done")
+
+    def stuck() -> ValueError:
+        return ValueError(f"jobs that need each other cannot run: {sorted(map(str, pending))}")
+
+    if workers == 1 or len(jobs) <= 1:
+        with one_torch_thread():
+            while pending:
+                if not (now := ready()):
+                    raise stuck()
+                key = now[0]
+                del pending[key]
+                results[key] = fn(*jobs[key])
+                finished(key)
+        return {k: results[k] for k in jobs}
+    ctx = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=ctx, initializer=_init_worker) as pool:
+        running: dict = {}
+        while pending or running:
+            for key in ready():
+                del pending[key]
+                running[pool.submit(fn, *jobs[key])] = key
+            if not running:
+                raise stuck()
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for fut in done:
+                key = running.pop(fut)
+                results[key] = fut.result()
+                finished(key)
+    return {k: results[k] for k in jobs}
