@@ -6,7 +6,8 @@ gradient for success), and how its greedy success depends on the simulator stati
 
 ``DIR`` is the ``stages/`` folder of an ``experiments.real_dialogue`` run. The agent
 (``--agent``, a folder in ``DIR``: the SFT agent by default, or an RL agent such as
-``agent_calibrated_seed0``) meets the ``--simulator`` on the first ``--n-goals`` goals of the
+``agent_calibrated_seed0``) meets the ``--simulator`` (a training simulator, or an evaluation
+user to see where the agent fails against it) on the first ``--n-goals`` goals of the
 calibration split (never the held-out goals), once greedily and ``--draws`` times at the rollout
 temperature (``shiftbounds.conversations.signal.rollout_signal``). Outputs in ``--out-dir``:
 ``signal.json``, ``signal.md``, ``config.json``.
@@ -27,7 +28,7 @@ from shiftbounds.utils.io import atomic_write_text, markdown_table, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import numpy_rng
 
-SIMULATORS = ("calibrated", "prompted", "rule-based")
+SIMULATORS = ("calibrated", "prompted", "rule-based", study.LOGGED_CALIBRATED, *study.EVAL_USERS)
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,8 @@ class SignalConfig:
 
     stages: str = field(default="", metadata={"help": "stages/ folder of a real_dialogue run (required)"})
     agent: str = field(default="agent_sft", metadata={"help": "the agent's folder in --stages"})
-    simulator: str = field(default="calibrated", metadata={"help": f"the training simulator: {', '.join(SIMULATORS)}"})
+    simulator: str = field(default="calibrated", metadata={"help": "the user the agent meets: a training simulator or an evaluation "
+                                                                   f"user ({', '.join(SIMULATORS)})"})
     data_dir: str = field(default="", metadata={"help": "folder holding taskmaster4/ (default: ../shared/data)"})
     n_goals: int = field(default=256, metadata={"help": "calibration-split goals"})
     draws: int = field(default=4, metadata={"help": "sampled dialogues per goal"})

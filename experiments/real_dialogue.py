@@ -24,7 +24,9 @@ outputs are the same bytes on any number of cores):
    learn to reject from);
 5. **agents** — the SFT agent (the paradigms' shared starting point), then, per seed, Static Context
    RL (logged contexts), Interactive RL against the rule-based and the prompted simulator, and
-   Calibrated Interactive RL, all with one ``GRPOConfig``, paid by goal success (the order placed
+   Calibrated Interactive RL (and, with ``--arms calibrated_opening``, Calibrated Interactive RL
+   whose simulator opens with the training dialogue's logged human request), all with one
+   ``GRPOConfig``, paid by goal success (the order placed
    is exactly the goal's); every agent is evaluated against two evaluation users — the held-out user
    model, and the same model with a rule that rejects a wrong order it would accept — and against
    its training simulator (the sim-to-real gap), where the SFT agent is evaluated too (what RL
@@ -49,6 +51,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -63,7 +66,7 @@ from shiftbounds.conversations.measures import logged_confirmations
 from shiftbounds.conversations.models import METADATA
 from shiftbounds.conversations.paradigms import SYSTEM, ParadigmConfig
 from shiftbounds.conversations.simulators import VIEWS
-from shiftbounds.conversations.taskmaster_study import ARMS, EVAL_USERS
+from shiftbounds.conversations.taskmaster_study import ARMS, EVAL_USERS, PAPER_ARMS
 from shiftbounds.conversations.tasks import (
     load_taskmaster,
     taskmaster4_judge,
@@ -129,8 +132,9 @@ class RealDialogueConfig:
     seeds: tuple[int, ...] = field(default=(0, 1, 2, 3, 4), metadata={
         "help": "RL and evaluation seeds (paired across arms; each seed's stages are its own, so seeds can be added to a saved run)",
         "resume": False})
-    arms: tuple[str, ...] = field(default=tuple(ARMS), metadata={
-        "help": f"RL arms to train and tabulate (any of {', '.join(ARMS)}; empty: the SFT agent and the measurements only)",
+    arms: tuple[str, ...] = field(default=PAPER_ARMS, metadata={
+        "help": f"RL arms to train and tabulate (any of {', '.join(ARMS)}; default: the paper's {', '.join(PAPER_ARMS)}; "
+                "empty: the SFT agent and the measurements only)",
         "resume": False})
     n_probe: int = field(default=552, metadata={"help": "calibration dialogues probed for sycophancy and disclosure"})
     n_disc: int = field(default=300, metadata={"help": "Taskmaster-3 user turns per discriminator split"})
@@ -231,10 +235,11 @@ MEASURES = ("realism", "discriminator", "sycophancy", "logged_confirmations")
 def stage_name(key: tuple) -> str:
     """A stage's file or folder name under ``stages/``: ``("agent", arm, seed)`` -> ``agent_<arm>_seed<seed>``,
     ``("eval", arm, seed)`` -> ``eval_<arm>_seed<seed>``, ``("eval_vs", sim, seed)`` -> the SFT agent
-    against a training simulator, ``eval_sft_vs_<sim>_seed<seed>``; any other key is its one name."""
+    against a training simulator, ``eval_sft_vs_<sim>_seed<seed>`` (the simulator's name with every run of
+    characters other than letters, digits, ``.`` and ``-`` as one ``_``); any other key is its one name."""
     kind, *rest = key
-    if kind == "eval_vs":
-        return f"eval_sft_vs_{rest[0]}_seed{rest[1]}"
+    if kind == "eval_vs":  # a simulator's name as a file name: runs of other characters as one "_"
+        return f"eval_sft_vs_{re.sub(r'[^A-Za-z0-9.-]+', '_', rest[0])}_seed{rest[1]}"
     return f"{kind}_{rest[0]}_seed{rest[1]}" if rest else kind
 
 

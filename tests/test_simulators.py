@@ -246,6 +246,23 @@ def test_logged_opening_user_opens_with_the_log_then_defers(synthetic):
     assert respond_all([a, b], [[], later]) == [("one latte please", False), ("no!", False)]
     with pytest.raises(ValueError, match="needs a goal with an 'opening'"):
         user.reset("3")
+    # with share 1/2 each dialogue's seed draws whether it opens with the log or as the inner user,
+    # the same in one batch as alone; about half of 200 seeds do (binomial 99.9 % bounds)
+    half = LoggedOpeningUser(lm, share=0.5)
+    alone = []
+    for seed in range(200):
+        half.reset(goal, seed=seed)
+        alone.append(half.respond([]))
+    sims = [half.clone() for _ in range(200)]
+    for seed, u in enumerate(sims):
+        u.reset(goal, seed=seed)
+    assert respond_all(sims, [[] for _ in sims]) == alone
+    logged = sum(a == ("one latte please", False) for a in alone)
+    assert 100 - 3.3 * 50 ** 0.5 < logged < 100 + 3.3 * 50 ** 0.5 and logged < 200
+    with pytest.raises(ValueError, match=r"share \(of dialogues opened with the logged request\) must lie in \[0, 1\]; got 1.5"):
+        LoggedOpeningUser(lm, share=1.5)
+    with pytest.raises(ValueError, match="got seed None"):
+        half.reset(goal)
 
 
 def test_a_new_wrapper_batches_through_its_own_methods(synthetic, monkeypatch):

@@ -247,6 +247,12 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     parts = [(sig[k]["value"], sig[k]["n"]) for k in ("greedy, opening discloses", "greedy, opening does not") if sig[k]]
     assert sum(v * n for v, n in parts) == pytest.approx(g["value"] * g["n"]) and sum(n for _, n in parts) == g["n"] == told["n"]
     assert (tmp_path / "s" / "signal.md").exists()
+    # against an evaluation user that opens with the logged request: that opening is what is read for disclosure
+    logged = grpo_signal.main(["--preset", "smoke", "--stages", str(stages), "--out-dir", str(tmp_path / "s2"),
+                               "--simulator", "logged opening, then held-out model + rule"])
+    assert logged["n_goals"] == 3 and logged["greedy"]["n"] == 3
+    with pytest.raises(ValueError, match="--simulator must be one of"):
+        grpo_signal.SignalConfig(stages=str(stages), simulator="people")
     with pytest.raises(ValueError, match="--agent must name a model folder"):
         grpo_signal.SignalConfig(stages=str(stages), agent="agent_nope")
     # saved stages are never mixed with other settings
@@ -324,3 +330,39 @@ def test_real_dialogue_stage_needs_order_each_stage_after_what_it_needs():
     assert ("agent", "calibrated", 1) in needs[("eval", "calibrated", 1)] and needs[("base",)] == ()
     assert len(keys) == 2 + 5 + 4 + 2 + 3 * 2 + 2 * 4 * 2
     assert len({real_dialogue.stage_name(k) for k in keys}) == len(keys)
+
+
+@needs_data
+def test_real_dialogue_calibrated_opening_arm_trains_on_logged_openings(tmp_path, monkeypatch):
+    """The arm whose simulator opens with the logged request: its training goals carry their
+    dialogues' first user turns, the SFT agent is evaluated against that simulator under a file
+    name without spaces, and the arm is tested against it in its own family."""
+    from experiments import real_dialogue
+    from shiftbounds.conversations import taskmaster_study as study
+    from shiftbounds.conversations.paradigms import ParadigmConfig
+    from shiftbounds.conversations.taskmaster_study import LOGGED_CALIBRATED, with_openings
+    from shiftbounds.conversations.tasks import load_taskmaster
+
+    train = load_taskmaster(None, 10, 10, rng=np.random.default_rng(0))["tm4"][0]
+    logged = [next(m.content for m in c.messages if m.role == "user") for c in train]
+    assert [c.goal["opening"] for c in with_openings(train)] == logged
+    seen = {}
+
+    def capture(paradigm, sft, convs, judge, cfg, folder, simulator, credit):  # what the arm would train on
+        sim = simulator()
+        seen["openings"] = []
+        for c in convs:
+            sim.reset(c.goal, seed=0)
+            seen["openings"].append(sim.respond([])[0])
+        return folder
+
+    monkeypatch.setattr(study, "train_paradigm", capture)
+    inner = study.OrderingUser(0.0, 0.0)
+    study.train_arm("calibrated_opening", tmp_path, train, {LOGGED_CALIBRATED: study.LoggedOpeningUser(inner, name="x")},
+                    ParadigmConfig(), tmp_path)
+    assert seen["openings"] == logged
+    res = real_dialogue.main(["--preset", "smoke", "--arms", "calibrated_opening", "--out-dir", str(tmp_path / "r")])
+    assert (tmp_path / "r" / "stages" / "eval_sft_vs_logged_opening_then_calibrated_seed1.json").is_file()
+    own = [p for p in res["paired"] if p["evaluation user"].startswith("its training simulator")]
+    assert [(p["evaluation user"], p["difference"]) for p in own] == [(f"its training simulator ({LOGGED_CALIBRATED})",
+                                                                      "calibrated_opening - sft")]

@@ -337,28 +337,39 @@ class CorrectedUser:
 class LoggedOpeningUser:
     """A user simulator that opens with a logged person's first message — the goal's ``"opening"``
     entry — and answers every later turn with ``inner``. It separates what an agent does with a real
-    request from whether a simulator can state one."""
+    request from whether a simulator can state one. With ``share`` < 1 a dialogue opens with the
+    logged request with probability ``share`` (drawn from its seed) and otherwise as ``inner`` does.
 
-    def __init__(self, inner: UserSimulator, *, name: str = "logged opening") -> None:
-        self.inner, self.name = inner, name
-        self.goal = None
+    Raises:
+        ValueError: ``share`` outside [0, 1].
+    """
+
+    def __init__(self, inner: UserSimulator, *, name: str = "logged opening", share: float = 1.0) -> None:
+        if not 0 <= share <= 1:
+            raise ValueError(f"share (of dialogues opened with the logged request) must lie in [0, 1]; got {share}")
+        self.inner, self.name, self.share = inner, name, share
+        self.goal, self.logged = None, True
 
     def clone(self) -> LoggedOpeningUser:
-        return LoggedOpeningUser(self.inner.clone(), name=self.name)
+        return LoggedOpeningUser(self.inner.clone(), name=self.name, share=self.share)
 
     def reset(self, goal: Any, *, seed: int | None = None) -> None:
-        if not isinstance(goal, dict) or not isinstance(goal.get("opening"), str):
+        if self.share < 1 and seed is None:
+            raise ValueError("a logged-opening user with share < 1 draws which dialogues open with the logged request "
+                             "from their seed; got seed None")
+        self.logged = self.share >= 1 or bool(numpy_rng(seed, "logged opening").random() < self.share)
+        if self.logged and (not isinstance(goal, dict) or not isinstance(goal.get("opening"), str)):
             raise ValueError(f"a logged-opening user needs a goal with an 'opening' string; got {goal!r}")
         self.goal = goal
         self.inner.reset(goal, seed=seed)
 
     def respond(self, messages: list[dict]) -> tuple[str, bool]:
-        if not messages:
+        if not messages and self.logged:
             return self.goal["opening"], False
         return self.inner.respond(messages)
 
     def batched(self, messages: list[dict]) -> LMUser | None:
-        return self.inner.batched(messages) if messages and hasattr(self.inner, "batched") else None
+        return self.inner.batched(messages) if (messages or not self.logged) and hasattr(self.inner, "batched") else None
 
     def finish(self, messages: list[dict], answer: tuple[str, bool]) -> tuple[str, bool]:
         return self.inner.finish(messages, answer)

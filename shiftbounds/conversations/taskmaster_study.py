@@ -32,9 +32,18 @@ from shiftbounds.conversations.tasks import (
 )
 from shiftbounds.utils.seeding import derive_seed, numpy_rng
 
+LOGGED_CALIBRATED = "logged opening, then calibrated"
+"""The training simulator that opens with the training dialogue's logged human request and
+continues as the calibrated simulator: turn 1 exactly as people open (no simulator-induced shift
+there), the later turns calibrated."""
+HALF_LOGGED_CALIBRATED = "calibrated, half its openings logged"
+"""The calibrated simulator opening half of the dialogues (drawn per dialogue) with the logged request."""
 ARMS = {"static": ("static", None), "interactive_rule": ("interactive", "rule-based"),
-        "interactive_prompted": ("interactive", "prompted"), "calibrated": ("calibrated", "calibrated")}
+        "interactive_prompted": ("interactive", "prompted"), "calibrated": ("calibrated", "calibrated"),
+        "calibrated_opening": ("calibrated", LOGGED_CALIBRATED), "calibrated_half_opening": ("calibrated", HALF_LOGGED_CALIBRATED)}
 """Each RL arm: its paradigm and the simulator it trains against."""
+PAPER_ARMS = ("static", "interactive_rule", "interactive_prompted", "calibrated")
+"""The arms of the paper's comparison (the default of ``experiments.real_dialogue``)."""
 EVAL_USERS = ("held-out user model", "held-out user model + wrong-order rule", "logged opening, then held-out model + rule",
               "independent user model")
 """The evaluation users: the held-out user model, the same with the wrong-order rule, the latter
@@ -79,6 +88,8 @@ def user_models(folders: dict[str, Path], *, user_new: int, accept_wrong: float,
              EVAL_USERS[1]: CorrectedUser(held, judge=taskmaster4_judge, placed=taskmaster4_placed, accepts=is_acceptance,
                                           correction=taskmaster4_correction, name=EVAL_USERS[1])}
     users[EVAL_USERS[2]] = LoggedOpeningUser(users[EVAL_USERS[1]], name=EVAL_USERS[2])
+    users[LOGGED_CALIBRATED] = LoggedOpeningUser(users["calibrated"], name=LOGGED_CALIBRATED)
+    users[HALF_LOGGED_CALIBRATED] = LoggedOpeningUser(users["calibrated"], name=HALF_LOGGED_CALIBRATED, share=0.5)
     users[EVAL_USERS[3]] = LMUser.from_pretrained(folders["user_independent"], name=EVAL_USERS[3], **kw)
     return users
 
@@ -121,11 +132,16 @@ def sycophancy(users: dict, probes: ProbeSet, builder: ProbeBuilder, seed: int) 
     return {name: sycophancy_report(u, probes, builder, seed=derive_seed(seed, "sycophancy")) for name, u in who.items()}
 
 
-def evaluation_goals(held: Sequence[Conversation], n: int) -> list[Conversation]:
-    """The first ``n`` dialogues of an evaluation split, each goal also carrying its dialogue's logged
-    opening (read only by the logged-opening user)."""
+def with_openings(convs: Sequence[Conversation]) -> list[Conversation]:
+    """``convs``, each goal also carrying its dialogue's logged opening (read only by the
+    logged-opening users)."""
     return [Conversation(c.id, {**c.goal, "opening": next(m.content for m in c.messages if m.role == "user")}, c.messages)
-            for c in held[:n]]
+            for c in convs]
+
+
+def evaluation_goals(held: Sequence[Conversation], n: int) -> list[Conversation]:
+    """The first ``n`` dialogues of an evaluation split, with their logged openings (:func:`with_openings`)."""
+    return with_openings(held[:n])
 
 
 def evaluate(folder: Path, users: dict, names: Sequence[str], goals: Sequence[Conversation], *, turns: int, max_new: int,
@@ -142,10 +158,15 @@ def train_arm(arm: str, sft_folder: Path, train: Sequence[Conversation], users: 
     """One RL arm of :data:`ARMS` from the SFT agent, saved in ``folder``: paid by goal success and,
     with ``cfg.credit_weight`` > 0, by partial credit beside it (:func:`~shiftbounds.conversations.tasks.taskmaster4_credit`).
     ``sim_temperature``: the LM training simulator's sampling temperature in the rollouts (``None``:
-    its own; the rule-based customer has none)."""
+    its own; the rule-based customer has none). A simulator that opens with the logged request
+    trains on the training dialogues' openings."""
     paradigm, sim = ARMS[arm]
     user = users[sim] if sim else None
     if sim_temperature is not None and isinstance(user, LMUser):
         user = user.at_temperature(sim_temperature)
+    if sim_temperature is not None and isinstance(user, LoggedOpeningUser) and isinstance(user.inner, LMUser):
+        user = LoggedOpeningUser(user.inner.at_temperature(sim_temperature), name=user.name, share=user.share)
+    if isinstance(user, LoggedOpeningUser):
+        train = with_openings(train)
     return train_paradigm(paradigm, sft_folder, list(train), taskmaster4_judge, cfg, folder, user.clone if user else None,
                           taskmaster4_credit)
