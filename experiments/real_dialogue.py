@@ -25,8 +25,8 @@ outputs are the same bytes on any number of cores):
 5. **agents** — the SFT agent (the paradigms' shared starting point), then, per seed, Static Context
    RL (logged contexts), Interactive RL against the rule-based and the prompted simulator, and
    Calibrated Interactive RL (and, with ``--arms calibrated_opening``, Calibrated Interactive RL
-   whose simulator opens with the training dialogue's logged human request), all with one
-   ``GRPOConfig``, paid by goal success (the order placed
+   whose simulator opens with the training dialogue's logged human request; ``calibrated_half_opening``:
+   in half the dialogues, drawn per dialogue), all with one ``GRPOConfig``, paid by goal success (the order placed
    is exactly the goal's); every agent is evaluated against two evaluation users — the held-out user
    model, and the same model with a rule that rejects a wrong order it would accept — and against
    its training simulator (the sim-to-real gap), where the SFT agent is evaluated too (what RL
