@@ -89,3 +89,24 @@ def test_the_real_dialogue_row_reads_the_held_out_users_holm_verdict(tmp_path, h
     assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == verdict
     plant(claims.REAL_ONE_PROCESS, "not significant" if holm != "not significant" else "calibrated > sft")  # the runs disagree
     assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == "not significant"
+
+
+@pytest.mark.parametrize("mean, p, verdict", [(0.02, 0.0078, "supported"), (0.02, 0.03, "not significant"),
+                                              (-0.02, 0.0078, "contradicted"), (0.0, 1.0, "not significant")])
+def test_the_logged_opening_row_needs_p_below_the_bonferroni_bar(tmp_path, mean, p, verdict):
+    """The second confirmatory run's row is decided by its held-out-user test at 0.05 over the
+    number of confirmatory runs: a p of 0.03, below 0.05 but above 0.025, is not significant."""
+    _copy_inputs(tmp_path)
+    path = tmp_path / claims.REAL_OPENING / "paired.csv"
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        if r["evaluation user"] == "held-out user model" and r["difference"] == "calibrated_opening - sft":
+            r["mean"], r["p"] = str(mean), str(p)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    target = ("On real dialogues (Taskmaster-4), Calibrated Interactive RL whose simulator opens with the logged human "
+              "request ends above the SFT agent it starts from")
+    assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == verdict
