@@ -26,6 +26,18 @@ def _copy_inputs(dst: Path) -> None:
             shutil.copy(ROOT / f, dst / f)
 
 
+def _edit_rows(path: Path, edit) -> None:
+    """Rewrite the CSV at ``path`` with ``edit(row)`` applied to every row (in place)."""
+    with path.open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        edit(r)
+    with path.open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
 def test_a_flipped_verdict_in_the_results_makes_the_check_fail(tmp_path):
     """GIVEN a copy of every file the ledger reads WHEN behaviour cloning's fitted rate at eta = 0.3
     is moved so that its interval excludes -log q THEN that claim's verdict moves from supported to
@@ -34,16 +46,12 @@ def test_a_flipped_verdict_in_the_results_makes_the_check_fail(tmp_path):
     assert claims.main(["--root", str(tmp_path), "--check"]) == 0
     target = "With a noisy expert, behaviour cloning's sample complexity grows exponentially in H at rate -log q (lock)"
     assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == "supported"
-    path = tmp_path / "results/noisy_expert/default/growth.csv"
-    with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    for r in rows:
+
+    def move(r):
         if r["method"] == "bc" and r["eta"] == "0.3":
             r["slope_ci"] = "[0.300, 0.400]"
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+
+    _edit_rows(tmp_path / "results/noisy_expert/default/growth.csv", move)
     assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == "contradicted"
     assert claims.main(["--root", str(tmp_path), "--check"]) == 1
 
@@ -73,15 +81,10 @@ def test_the_real_dialogue_row_reads_the_held_out_users_holm_verdict(tmp_path, h
     _copy_inputs(tmp_path)
 
     def plant(folder, held_out):
-        path = tmp_path / folder / "paired.csv"
-        with path.open(newline="") as f:
-            rows = list(csv.DictReader(f))
-        for r in rows:
+        def set_verdict(r):
             r["holm verdict"] = held_out if r["evaluation user"] == "held-out user model" else "calibrated > sft"
-        with path.open("w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
+
+        _edit_rows(tmp_path / folder / "paired.csv", set_verdict)
 
     target = "On real dialogues (Taskmaster-4), Calibrated Interactive RL ends above the SFT agent it starts from"
     plant(claims.REAL, holm)
@@ -97,16 +100,12 @@ def test_the_logged_opening_row_needs_p_below_the_bonferroni_bar(tmp_path, mean,
     """The second confirmatory run's row is decided by its held-out-user test at 0.05 over the
     number of confirmatory runs: a p of 0.03, below 0.05 but above 0.025, is not significant."""
     _copy_inputs(tmp_path)
-    path = tmp_path / claims.REAL_OPENING / "paired.csv"
-    with path.open(newline="") as f:
-        rows = list(csv.DictReader(f))
-    for r in rows:
+
+    def plant(r):
         if r["evaluation user"] == "held-out user model" and r["difference"] == "calibrated_opening - sft":
             r["mean"], r["p"] = str(mean), str(p)
-    with path.open("w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
+
+    _edit_rows(tmp_path / claims.REAL_OPENING / "paired.csv", plant)
     target = ("On real dialogues (Taskmaster-4), Calibrated Interactive RL whose simulator opens with the logged human "
               "request ends above the SFT agent it starts from")
     assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == verdict
