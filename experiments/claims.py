@@ -184,25 +184,32 @@ def _family_words(family: int) -> str:
     return "one comparison (Holm is the raw test)" if family == 1 else f"Holm over the {family} comparisons"
 
 
+def _paired_row(root: Path, folder: str, user: str, difference: str) -> tuple[dict, int]:
+    """The one ``difference`` row of ``folder``'s ``paired.csv`` for evaluation ``user``, and the size of
+    that user's family there."""
+    family = [r for r in _csv(root, f"{folder}/paired.csv") if r["evaluation user"] == user]
+    rows = [r for r in family if r["difference"] == difference]
+    if len(rows) != 1:
+        raise ValueError(f"{folder}/paired.csv: expected one {difference} row for {user!r}; got {len(rows)}")
+    return rows[0], len(family)
+
+
+def _paired_text(r: dict) -> str:
+    return f"{float(r['mean']):.3f} [{float(r['low']):.3f}, {float(r['high']):.3f}], sign-flip p {float(r['p']):.4f}"
+
+
 def _real_dialogue_above_sft(user: str, how: str):
     """The cpu preset's confirmatory runs: Calibrated Interactive RL against the SFT agent it starts
     from, as ``user`` (a ``paired.csv`` evaluation user) scores them, each run's own Holm family for
     that user; an ordering only where the thread-invariant run and the one-process run (the same
     configuration and seeds, rounded otherwise) both call it."""
     def verdict(root: Path) -> Verdict:
-        found = []
-        for folder in (REAL, REAL_ONE_PROCESS):
-            family = [r for r in _csv(root, f"{folder}/paired.csv") if r["evaluation user"] == user]
-            rows = [r for r in family if r["difference"] == "calibrated - sft"]
-            if len(rows) != 1:
-                raise ValueError(f"{folder}/paired.csv: expected one calibrated - sft row for {user!r}; got {len(rows)}")
-            found.append((rows[0], len(family)))
+        found = [_paired_row(root, folder, user, "calibrated - sft") for folder in (REAL, REAL_ONE_PROCESS)]
         holm = {r["holm verdict"] for r, _ in found}
         v = {"calibrated > sft": "supported", "calibrated < sft": "contradicted"}.get(holm.pop(), "not significant") \
             if len(holm) == 1 else "not significant"
         n = int(found[0][0]["n"])
-        numbers = "; ".join(f"{label} {float(r['mean']):.3f} [{float(r['low']):.3f}, {float(r['high']):.3f}], sign-flip p {float(r['p']):.4f}"
-                            for label, (r, _) in zip(("run", "one-process run"), found))
+        numbers = "; ".join(f"{label} {_paired_text(r)}" for label, (r, _) in zip(("run", "one-process run"), found))
         return Verdict(v, numbers, f"{_family_words(found[0][1])} against {how} in each run; {n} fresh seeds each (smallest "
                        f"sign-flip p {2 / 2 ** n:.4f}); an ordering where both runs call it; configuration frozen on "
                        "development seeds and calibration goals")
@@ -214,14 +221,10 @@ def _real_dialogue_logged_opening(root: Path) -> Verdict:
     """The confirmatory run of the arm that trains on logged requests: its primary test, the arm
     against the SFT agent against the held-out user model (exact sign-flip test over the seeds), at
     0.05 divided by the number of confirmatory RL runs on the held-out goals."""
-    rows = [r for r in _csv(root, f"{REAL_OPENING}/paired.csv")
-            if r["evaluation user"] == "held-out user model" and r["difference"] == "calibrated_opening - sft"]
-    if len(rows) != 1:
-        raise ValueError(f"{REAL_OPENING}/paired.csv: expected one calibrated_opening - sft row for the held-out user model; got {len(rows)}")
-    r, alpha = rows[0], 0.05 / CONFIRMATORY_RUNS
-    mean, p, n = float(r["mean"]), float(r["p"]), int(r["n"])
+    r, _ = _paired_row(root, REAL_OPENING, "held-out user model", "calibrated_opening - sft")
+    alpha, mean, p, n = 0.05 / CONFIRMATORY_RUNS, float(r["mean"]), float(r["p"]), int(r["n"])
     v = "not significant" if p > alpha or mean == 0 else ("supported" if mean > 0 else "contradicted")
-    return Verdict(v, f"{mean:.3f} [{float(r['low']):.3f}, {float(r['high']):.3f}], sign-flip p {p:.4f}",
+    return Verdict(v, _paired_text(r),
                    f"one comparison at p <= {alpha:.3f} (Bonferroni over the {CONFIRMATORY_RUNS} confirmatory RL runs on the "
                    f"held-out goals); {n} fresh seeds (smallest sign-flip p {2 / 2 ** n:.4f}); run although its development "
                    "gate failed on the independent user model")

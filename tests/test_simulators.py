@@ -263,6 +263,8 @@ def test_logged_opening_user_opens_with_the_log_then_defers(synthetic):
         LoggedOpeningUser(lm, share=1.5)
     with pytest.raises(ValueError, match="got seed None"):
         half.reset(goal)
+    hot = half.at_temperature(0.5)  # the inner LM user samples otherwise; the share and the name stay
+    assert (hot.inner.temperature, hot.share, hot.name, lm.temperature) == (0.5, 0.5, half.name, 1.0)
 
 
 def test_a_new_wrapper_batches_through_its_own_methods(synthetic, monkeypatch):

@@ -353,6 +353,10 @@ class LoggedOpeningUser:
     def clone(self) -> LoggedOpeningUser:
         return LoggedOpeningUser(self.inner.clone(), name=self.name, share=self.share)
 
+    def at_temperature(self, temperature: float) -> LoggedOpeningUser:
+        """The same user whose inner LM user samples at ``temperature`` (the logged openings are as logged)."""
+        return LoggedOpeningUser(self.inner.at_temperature(temperature), name=self.name, share=self.share)
+
     def reset(self, goal: Any, *, seed: int | None = None) -> None:
         if self.share < 1 and seed is None:
             raise ValueError("a logged-opening user with share < 1 draws which dialogues open with the logged request "

@@ -162,10 +162,8 @@ def train_arm(arm: str, sft_folder: Path, train: Sequence[Conversation], users: 
     trains on the training dialogues' openings."""
     paradigm, sim = ARMS[arm]
     user = users[sim] if sim else None
-    if sim_temperature is not None and isinstance(user, LMUser):
+    if sim_temperature is not None and hasattr(user, "at_temperature"):
         user = user.at_temperature(sim_temperature)
-    if sim_temperature is not None and isinstance(user, LoggedOpeningUser) and isinstance(user.inner, LMUser):
-        user = LoggedOpeningUser(user.inner.at_temperature(sim_temperature), name=user.name, share=user.share)
     if isinstance(user, LoggedOpeningUser):
         train = with_openings(train)
     return train_paradigm(paradigm, sft_folder, list(train), taskmaster4_judge, cfg, folder, user.clone if user else None,

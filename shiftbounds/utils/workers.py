@@ -13,7 +13,7 @@ import contextlib
 import multiprocessing
 import os
 from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, as_completed, wait
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any
 
 from shiftbounds.utils.progress import Progress
@@ -45,30 +45,12 @@ def _init_worker() -> None:
 
 def run_jobs(fn: Callable[..., Any], jobs: Sequence[tuple], workers: int, *, label: str = "jobs") -> list[Any]:
     """``[fn(*job) for job in jobs]``, in the jobs' order, on ``workers`` processes (``1``: here),
-    each job on one torch thread; progress with ETA as jobs finish.
+    each job on one torch thread; progress with ETA as jobs finish (:func:`run_graph` with no needs).
 
     Raises:
         ValueError: ``workers < 1``.
     """
-    if workers < 1:
-        raise ValueError(f"workers must be >= 1; got {workers}")
-    prog = Progress(len(jobs), label)
-    if workers == 1 or len(jobs) <= 1:
-        out = []
-        with one_torch_thread():
-            for job in jobs:
-                out.append(fn(*job))
-                prog.update(1, note=f"{job[1:]} done")
-        return out
-    ctx = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(min(workers, len(jobs)), mp_context=ctx, initializer=_init_worker) as pool:
-        futures = {pool.submit(fn, *job): i for i, job in enumerate(jobs)}
-        results: list[Any] = [None] * len(jobs)
-        for fut in as_completed(futures):
-            i = futures[fut]
-            results[i] = fut.result()
-            prog.update(1, note=f"{jobs[i][1:]} done")
-    return results
+    return list(run_graph(fn, dict(enumerate(jobs)), {}, workers, label=label).values())
 
 
 def run_graph(fn: Callable[..., Any], jobs: Mapping[Hashable, tuple], needs: Mapping[Hashable, Collection[Hashable]],
