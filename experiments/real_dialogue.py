@@ -78,7 +78,7 @@ from shiftbounds.utils.memory import Stage, estimate, format_estimate, model_sha
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import numpy_rng, trainer_seed
 from shiftbounds.utils.stages import StageCache
-from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference, trend
+from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference, paired_trend, trend
 from shiftbounds.utils.workers import default_workers, one_torch_thread, run_graph
 
 
@@ -126,6 +126,9 @@ class RealDialogueConfig:
                                                                           "GRPO rollouts (empty: --user-temperature; every "
                                                                           "evaluation samples at --user-temperature)"})
     eval_temperature: float = field(default=0.0, metadata={"help": "agent temperature at evaluation (0: greedy)"})
+    curve_every: int = field(default=0, metadata={"help": "every this many GRPO steps (and at step 0), the agent's goal success "
+                                                          "against its training simulator on the evaluation goals, as the "
+                                                          "evaluation measures it (0: none)"})
     n_eval: int = field(default=128, metadata={"help": "goals per evaluation"})
     eval_split: str = field(default="held-out", metadata={"help": "split the evaluation goals come from: held-out, or calibration "
                                                                   "for development runs (choosing settings without the held-out goals)"})
@@ -157,6 +160,8 @@ class RealDialogueConfig:
                   "n_probe", "n_disc", "classifier_steps", "d_model", "n_layer"):
             if getattr(self, k) < 1:
                 raise ValueError(f"--{k.replace('_', '-')} must be >= 1; got {getattr(self, k)}")
+        if self.curve_every < 0:
+            raise ValueError(f"--curve-every must be >= 0 (0: no checkpoint curve); got {self.curve_every}")
         if self.n_dialogues < 0 or self.n_tm3 < 0:
             raise ValueError(f"--n-dialogues and --n-tm3 must be >= 0 (0: all); got {self.n_dialogues}, {self.n_tm3}")
         if len(self.seeds) < 2 or len(set(self.seeds)) != len(self.seeds):
@@ -192,13 +197,13 @@ PRESETS = {
               "pretrain_steps": 3, "sft_steps": 3, "user_steps": 2, "batch": 4, "rl_steps": 1, "rl_batch": 4,
               "num_generations": 2, "turns": 2, "max_new": 12, "user_new": 8, "n_eval": 4, "seeds": (0, 1), "n_probe": 6,
               "n_disc": 8, "classifier_steps": 2, "independent_vocab_size": 400, "independent_d_model": 32,
-              "independent_n_layer": 1, "independent_pretrain_steps": 2},
+              "independent_n_layer": 1, "independent_pretrain_steps": 2, "curve_every": 1},
     # frozen before the confirmatory run (docs/results.md): greedy user models, which state their goal in >= 0.7 of
     # openings; GRPO as development configuration H (chosen on seeds 100-101 and calibration goals); Calibrated
     # Interactive RL against the SFT agent on six fresh seeds, the fewest at which the exact sign-flip test can fall
     # below 0.05 (79 min on 2 cores; the other arms: --arms)
     "cpu": {"user_temperature": 0.0, "arms": ("calibrated",), "seeds": tuple(range(6)), "rl_steps": 100, "rl_batch": 32,
-            "rl_lr": 3e-5, "credit_weight": 0.5, "rl_temperature": 0.7},
+            "rl_lr": 3e-5, "credit_weight": 0.5, "rl_temperature": 0.7, "curve_every": 10},
     "gpu": {"max_len": 1024, "sft_steps": 2000, "user_steps": 1000, "sft_lr": 2e-5, "rl_steps": 200, "rl_batch": 32,
             "rl_lr": 1e-6, "beta": 0.04, "turns": 4, "max_new": 256, "user_new": 96, "n_eval": 200,
             "n_disc": 2000, "classifier_steps": 1000},
@@ -227,9 +232,12 @@ def memory_estimate(cfg: RealDialogueConfig) -> dict:
 
 # settings added after runs were made, at the values those runs were made with: the one view before
 # --user-view; one process on --threads before --one-thread
-LEGACY = {"user_view": "flipped", "one_thread": False}
+LEGACY = {"user_view": "flipped", "one_thread": False, "curve_every": 0}
 USER_MODELS = ("user_calibrated", "user_heldout", "user_calibrated_tm3", "user_independent")
 MEASURES = ("realism", "discriminator", "sycophancy", "logged_confirmations")
+CHECKPOINT_CURVE = "goal success at checkpoints (greedy, evaluation goals)"
+"""The ``curve`` of ``training.csv`` rows from ``--curve-every``: the rise is fitted per goal and its
+interval is over the goals (:func:`~shiftbounds.utils.stats.paired_trend`)."""
 
 
 def stage_name(key: tuple) -> str:
@@ -331,7 +339,15 @@ class Stages:
     def agent(self, arm: str, seed: int) -> Path:
         """The RL agent of ``arm`` at ``seed``, trained from the SFT agent."""
         return self.st.folder_stage(stage_name(("agent", arm, seed)), lambda f: study.train_arm(
-            arm, self.folder("agent_sft"), self.train, self.users, self.cfg.paradigm_config(seed), f, self.cfg.sim_temperature))
+            arm, self.folder("agent_sft"), self.train, self.users, self.cfg.paradigm_config(seed), f, self.cfg.sim_temperature,
+            self.curve(seed)))
+
+    def curve(self, seed: int) -> dict | None:
+        """The checkpoint measure of ``--curve-every`` (:func:`~shiftbounds.conversations.taskmaster_study.train_arm`):
+        the evaluation's goals, settings and draws at ``seed``."""
+        cfg = self.cfg
+        return {"every": cfg.curve_every, "goals": self.goals, "turns": cfg.turns, "max_new": cfg.max_new,
+                "temperature": cfg.eval_temperature, "seed": seed} if cfg.curve_every else None
 
     def evaluation(self, arm: str, seed: int, names: Sequence[str] | None = None, key: tuple | None = None) -> dict:
         """Success of the ``arm`` agent ("sft" or an RL arm) at ``seed`` against ``names`` (default: the
@@ -401,7 +417,8 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
         for arm in cfg.arms:
             meta = json.loads((done["agent", arm, seed] / METADATA).read_text())
             runs.append({"arm": arm, "seed": seed, "training_reward": meta["reward"], "training_success": meta["success"],
-                         "zero_variance_steps": meta["training_signal"]["zero_variance_steps"], **done["eval", arm, seed]})
+                         "zero_variance_steps": meta["training_signal"]["zero_variance_steps"],
+                         **({"checkpoint_curve": meta["curve"]} if "curve" in meta else {}), **done["eval", arm, seed]})
     results = summarise(cfg, runs, measures)
     if state.is_main_process:
         write_outputs(out, results, {**seconds, **st.seconds}, {"wall_seconds": time.perf_counter() - t0, "workers": workers,
@@ -457,17 +474,26 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
         for a, sim in own]
     paired += [{**r, "holm verdict": v} for r, v in zip(rows, holm_verdicts(rows))]  # one family: the arms on their simulators
     flat = [{"arm": r["arm"], "seed": r["seed"], "user": u, "success": v["mean"], "n": v["n"]}
-            for r in runs for u, v in r.items() if isinstance(v, dict)]
+            for r in runs for u, v in r.items() if isinstance(v, dict) and "mean" in v]  # an evaluation, not the checkpoint curve
     if training is None:
         training = [{"arm": r["arm"], "seed": r["seed"], "curve": curve, **trend(r[key]),
                      "zero_variance_steps": r["zero_variance_steps"]}
                     for r in runs if "training_reward" in r
                     for curve, key in (("goal success", "training_success"), ("reward", "training_reward"))]
+        training += [{"arm": r["arm"], "seed": r["seed"], "curve": CHECKPOINT_CURVE, "steps": c["steps"][-1], **paired_trend(c["steps"], np.array(c["outcomes"])),
+                      "zero_variance_steps": r["zero_variance_steps"]}
+                     for r in runs if (c := r.get("checkpoint_curve"))]
         curves = {f"{r['arm']} seed {r['seed']}": r["training_success"] for r in runs if "training_success" in r}
     success = [t for t in training if t.get("curve") == "goal success"]
+
+    def rising(rows: list[dict]) -> int:
+        return sum(t["rise_low"] is not None and t["rise_low"] > 0 for t in rows)
+
     signal = [{"arm": arm, "runs": len(rows), "runs without reward variance": sum(t["zero_variance_steps"] == t["steps"] for t in rows),
                "zero-variance steps": sum(t["zero_variance_steps"] for t in rows), "steps": sum(t["steps"] for t in rows),
-               "runs whose goal success rises (interval above 0)": sum(t["rise_low"] is not None and t["rise_low"] > 0 for t in rows)}
+               "runs whose goal success rises (interval above 0)": rising(rows),
+               **({f"runs whose {CHECKPOINT_CURVE} rises (interval above 0)": rising(ckpt)}
+                  if (ckpt := [t for t in training if t.get("curve") == CHECKPOINT_CURVE and t["arm"] == arm]) else {})}
               for arm in cfg.arms if (rows := [t for t in success if t["arm"] == arm])]
     return {"config": asdict(replace(cfg, workers=0)), "evaluation_users": users, "table": table, "paired": paired, "runs": flat,
             "training": training, "training_curves": curves or {}, "training_signal": signal, **measures,
@@ -512,7 +538,7 @@ def write_outputs(out: Path, results: dict, seconds: dict, call: dict | None = N
           + "\n## Paired differences over seeds\n\n" + markdown_table(results["paired"])
           + "\n## GRPO training: goal success and reward per step against each arm's own training signal (mean over the first and "
             "last quarter of the steps; rise of a fitted line with its 95 % interval; steps in which every group had one reward)\n\n"
-          + markdown_table(results["training"])
+          + markdown_table(results["training"], dict.fromkeys(k for t in results["training"] for k in t))
           + ("\n## Training signal per arm (runs and steps in which every group had one reward: no policy gradient)\n\n"
              + markdown_table(results["training_signal"]) if results["training_signal"] else "")
           + "\n## User models: NLL of held-out human user turns\n\n" + markdown_table(nll)

@@ -104,6 +104,38 @@ def test_a_partial_credit_is_paid_beside_the_judge_and_success_is_logged_apart(s
         ParadigmConfig(credit_weight=-1)
 
 
+def test_a_checkpoint_curve_measures_the_agent_it_saves_and_leaves_training_unchanged(synthetic, tmp_path):
+    """GIVEN a measure of the greedy agent against a sampling simulator with its own draws WHEN it
+    runs every step THEN its first point is the starting agent's evaluation and its last the saved
+    agent's, and the saved weights are the same bytes as a run without it (the measure draws nothing
+    from the trainer's generators and hands the model back in training mode)."""
+    prep, convs, base = synthetic
+    judge = lambda goal, messages: hidden_goal_judge(prep.task)(goal, messages) + 0.1 * len(  # noqa: E731
+        messages[-2 if messages[-1]["role"] == "user" else -1]["content"])
+    user = lambda: HiddenGoalUser(prep.task, prompted_simulator(0.3, 0.2))  # noqa: E731
+    cfg = ParadigmConfig(steps=3, batch=4, num_generations=2, lr=1e-2, max_turns=2, max_new_tokens=5, temperature=1.0)
+    kw = dict(max_turns=2, max_new_tokens=5, temperature=0.0, seed=5)
+    modes = []
+
+    def checkpoint(model, tok):
+        modes.append(model.training)
+        return evaluate_agent(model, tok, convs[20:26], user, judge, **kw)["rewards"]
+
+    plain = train_paradigm("interactive", base, convs[:8], judge, cfg, tmp_path / "plain", user)
+    measured = train_paradigm("interactive", base, convs[:8], judge, cfg, tmp_path / "curve", user, checkpoint=checkpoint,
+                              curve_every=2)
+    a, b = _weights(plain), _weights(measured)
+    assert all(torch.equal(a[k], b[k]) for k in a) and any(not torch.equal(a[k], _weights(base)[k]) for k in a)
+    curve = json.loads((measured / METADATA).read_text())["curve"]
+    assert curve["steps"] == [0, 2, 3] and modes == [False] * 3 and all(len(o) == 6 for o in curve["outcomes"])
+    for step, folder in ((0, base), (3, measured)):
+        assert curve["outcomes"][curve["steps"].index(step)] == evaluate_agent(*load_chat_model(folder), convs[20:26], user,
+                                                                               judge, **kw)["rewards"]
+    assert "curve" not in json.loads((plain / METADATA).read_text())
+    with pytest.raises(ValueError, match="a checkpoint measure needs curve_every >= 1; got 0"):
+        train_paradigm("interactive", base, convs[:8], judge, cfg, tmp_path / "x", user, checkpoint=checkpoint)
+
+
 def test_the_system_prompt_comes_from_the_agent_folder(tmp_path):
     """Regression (a silent mismatch): an agent is evaluated and trained with the system prompt it
     was trained with, read from its shiftbounds.json; another prompt passed explicitly warns."""

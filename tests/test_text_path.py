@@ -182,7 +182,16 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
         trend = next(t for t in res["training"] if (t["arm"], t["seed"], t["curve"]) == ("static", 1, curve))
         assert trend["steps"] == len(logged) >= 1 and trend["zero_variance_steps"] == meta["training_signal"]["zero_variance_steps"]
         assert trend["first_quarter"] == pytest.approx(logged[0]) and trend["last_quarter"] == pytest.approx(logged[-1])
-    assert len(res["training"]) == 2 * 4 * 2 and res["training_curves"]["static seed 1"] == meta["success"]
+    # --curve-every: the greedy agent against its training simulator from the SFT agent's evaluation there to its own
+    curve = json.loads((stages / "agent_calibrated_seed1" / "shiftbounds.json").read_text())["curve"]
+    assert curve["steps"] == [0, 1] and "curve" not in meta  # Static Context RL has no training simulator
+    assert curve["outcomes"][0] == json.loads((stages / "eval_sft_vs_calibrated_seed1.json").read_text())["calibrated"]["rewards"]
+    assert curve["outcomes"][-1] == json.loads((stages / "eval_calibrated_seed1.json").read_text())["calibrated"]["rewards"]
+    ckpt = [t for t in res["training"] if t["curve"] == real_dialogue.CHECKPOINT_CURVE]
+    assert sorted((t["arm"], t["seed"]) for t in ckpt) == sorted((a, s) for a in ("interactive_rule", "interactive_prompted", "calibrated")
+                                                                   for s in (0, 1))
+    assert all(t["checkpoints"] == 2 and t["units"] == 4 for t in ckpt)
+    assert len(res["training"]) == 2 * 4 * 2 + 3 * 2 and res["training_curves"]["static seed 1"] == meta["success"]
     assert (tmp_path / "r" / "training_curves.png").exists() and "independent user model" in res["evaluation_users"]
     assert {"sim-to-real gap (held-out)", "sim-to-real gap (independent)"} <= set(res["table"][-1])
     # every arm with a training simulator against the SFT agent on that simulator: one family of three

@@ -24,6 +24,7 @@ from shiftbounds.utils.stats import (
     linear_slope,
     loglog_slope,
     mean_ci,
+    paired_trend,
     proportion_ci,
     roc_auc,
     trend,
@@ -133,6 +134,38 @@ def test_trend_quarters_and_fitted_rise():
                              "rise_high": None}
     with pytest.raises(ValueError, match="non-empty 1-d series"):
         trend([])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(2, 6), st.integers(2, 30), st.integers(0, 2**32 - 1))
+@example(2, 2, 0)
+def test_paired_trend_is_the_slope_of_the_mean_curve(n_steps, n_units, seed):
+    """The mean of the per-unit rises is the rise of the mean curve's least-squares line (linearity),
+    to rounding; its interval is the t-interval of the per-unit rises."""
+    rng = np.random.default_rng(seed)
+    steps = np.cumsum(rng.integers(1, 5, n_steps))
+    y = rng.integers(0, 2, (n_steps, n_units)).astype(float)
+    t = paired_trend(steps, y)
+    assert t["fitted_rise"] == pytest.approx(np.polyfit(steps, y.mean(axis=1), 1)[0] * (steps[-1] - steps[0]), abs=1e-12)
+    rises = [np.polyfit(steps, y[:, j], 1)[0] * (steps[-1] - steps[0]) for j in range(n_units)]
+    e = mean_ci(np.array(rises))
+    assert t["rise_low"] == pytest.approx(e.low, abs=1e-12) and t["rise_high"] == pytest.approx(e.high, abs=1e-12)
+    assert t["first"] == y[0].mean() and t["last"] == y[-1].mean() and (t["checkpoints"], t["units"]) == (n_steps, n_units)
+
+
+def test_paired_trend_reads_goals_not_checkpoint_noise():
+    """Every goal won from the third checkpoint on: a rise whose interval is the spread over goals;
+    goals that never change: a rise of exactly 0; bad shapes named."""
+    y = np.zeros((5, 8))
+    y[2:, :4] = 1.0
+    t = paired_trend([0, 10, 20, 30, 40], y)
+    assert t["first"] == 0.0 and t["last"] == 0.5 and 0 < t["rise_low"] < t["fitted_rise"] < t["rise_high"]
+    flat = paired_trend([0, 1], np.ones((2, 3)))
+    assert flat["fitted_rise"] == flat["rise_low"] == flat["rise_high"] == 0.0
+    with pytest.raises(ValueError, match=r"outcomes of shape \(steps, units >= 2\); got steps \[0.0, 1.0\] and outcomes of shape \(3, 2\)"):
+        paired_trend([0, 1], np.ones((3, 2)))
+    with pytest.raises(ValueError, match="increasing steps"):
+        paired_trend([1, 1], np.ones((2, 2)))
 
 
 def test_auc_interval_covers_the_binormal_auc():

@@ -200,20 +200,62 @@ def training_signal(log_history: Sequence[dict], moved: bool) -> dict:
             "no_op": (bool(zero) and n_zero == len(zero)) or not moved}
 
 
+Checkpoint = Callable[[Any, Any], Sequence[float]]
+"""``checkpoint(model, tokenizer) -> outcomes``: what a training curve measures at a checkpoint, one
+outcome per evaluation unit (e.g. each goal's success of the greedy agent)."""
+
+
+def attach_curve(trainer, checkpoint: Checkpoint, every: int) -> dict[str, list]:
+    """Measure ``checkpoint`` on the trainer's model before the first step and after every
+    ``every``-th step and the last; returns the curve it fills, ``{"steps": [...], "outcomes":
+    [[...], ...]}``. The model is measured in eval mode and handed back in the mode it was in; a
+    ``checkpoint`` that draws only from its own generators leaves the training run unchanged."""
+    from transformers import TrainerCallback
+
+    if every < 1:
+        raise ValueError(f"a training curve needs every >= 1 steps; got {every}")
+    curve: dict[str, list] = {"steps": [], "outcomes": []}
+
+    def measure(step: int) -> None:
+        model = trainer.model
+        mode = model.training
+        model.eval()
+        try:
+            curve["outcomes"].append([float(v) for v in checkpoint(model, trainer.processing_class)])
+        finally:
+            model.train(mode)
+        curve["steps"].append(step)
+
+    class _CurveCallback(TrainerCallback):
+        def on_train_begin(self, args, state, control, **kwargs):
+            measure(state.global_step)
+
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step % every == 0 or state.global_step == state.max_steps:
+                measure(state.global_step)
+
+    trainer.add_callback(_CurveCallback())
+    return curve
+
+
 def train_paradigm(paradigm: str, agent: str | Path, convs: ConversationData, judge: Judge, cfg: ParadigmConfig,
                    out_dir: str | Path, simulator_factory: Callable[[], UserSimulator] | None = None,
-                   credit: Judge | None = None) -> Path:
+                   credit: Judge | None = None, checkpoint: Checkpoint | None = None, curve_every: int = 0) -> Path:
     """Train one paradigm (:func:`paradigm_trainer`) and save the agent to ``out_dir`` (model,
     tokenizer, ``shiftbounds.json`` with the reward per step, the judge's own reward per step
     (``success``: the goal success when a partial credit is paid beside it) and :func:`training_signal`); returns
     ``out_dir``. A run that learned nothing — no group with reward variance at any step, or weights
     that did not move — warns (``RuntimeWarning``) and says so in ``shiftbounds.json``
-    (``training_signal.no_op``)."""
+    (``training_signal.no_op``). With a ``checkpoint`` and ``curve_every`` >= 1, also the curve
+    :func:`attach_curve` measures (``curve`` in ``shiftbounds.json``)."""
     import trl
 
     convs = as_conversations(convs)
+    if checkpoint is not None and curve_every < 1:
+        raise ValueError(f"a checkpoint measure needs curve_every >= 1; got {curve_every}")
     with tempfile.TemporaryDirectory() as tmp:
         trainer = paradigm_trainer(paradigm, agent, convs, judge, cfg, cfg.reporting.checkpoint_dir or tmp, simulator_factory, credit)
+        curve = attach_curve(trainer, checkpoint, curve_every) if checkpoint is not None else None
         before = _fingerprint(trainer.model)
         trainer.train()
     log = trainer.state.log_history
@@ -229,7 +271,7 @@ def train_paradigm(paradigm: str, agent: str | Path, convs: ConversationData, ju
             "reward": [float(h["reward"]) for h in log if "reward" in h],
             "success": [float(h[judged]) for h in log if judged in h],
             "loss": [float(h["loss"]) for h in log if "loss" in h], "training_signal": signal, "config": asdict(cfg),
-            "trl": trl.__version__}
+            "trl": trl.__version__, **({"curve": curve} if curve is not None else {})}
     if trainer.accelerator.is_main_process:
         save_chat_model(trainer.model, trainer.processing_class, out_dir, meta)
     trainer.accelerator.wait_for_everyone()

@@ -147,24 +147,44 @@ def evaluation_goals(held: Sequence[Conversation], n: int) -> list[Conversation]
 def evaluate(folder: Path, users: dict, names: Sequence[str], goals: Sequence[Conversation], *, turns: int, max_new: int,
              temperature: float, seed: int) -> dict:
     """The agent in ``folder`` against each evaluation user ``names`` on ``goals`` (paired draws)."""
-    model, tok = load_chat_model(folder)
+    return evaluate_model(*load_chat_model(folder), users, names, goals, turns=turns, max_new=max_new,
+                          temperature=temperature, seed=seed)
+
+
+def evaluate_model(model, tok, users: dict, names: Sequence[str], goals: Sequence[Conversation], *, turns: int, max_new: int,
+                   temperature: float, seed: int) -> dict:
+    """:func:`evaluate` of a loaded agent: the same draws for every agent at ``seed``, so a training
+    curve's checkpoints (:func:`train_arm`) and the saved agents read the same dialogues."""
     return {name: evaluate_agent(model, tok, goals, users[name].clone, taskmaster4_judge, max_turns=turns, max_new_tokens=max_new,
                                  temperature=temperature, system=SYSTEM, user_first=True, seed=derive_seed(seed, "evaluation"))
             for name in names}
 
 
 def train_arm(arm: str, sft_folder: Path, train: Sequence[Conversation], users: dict, cfg: ParadigmConfig, folder: Path,
-              sim_temperature: float | None = None) -> Path:
+              sim_temperature: float | None = None, curve: dict | None = None) -> Path:
     """One RL arm of :data:`ARMS` from the SFT agent, saved in ``folder``: paid by goal success and,
     with ``cfg.credit_weight`` > 0, by partial credit beside it (:func:`~shiftbounds.conversations.tasks.taskmaster4_credit`).
     ``sim_temperature``: the LM training simulator's sampling temperature in the rollouts (``None``:
     its own; the rule-based customer has none). A simulator that opens with the logged request
-    trains on the training dialogues' openings."""
+    trains on the training dialogues' openings.
+
+    ``curve`` (an arm with a training simulator): ``{"every": k, "goals": ..., "turns", "max_new",
+    "temperature", "seed"}`` as :func:`evaluate_model` takes them; every ``k`` steps the agent's goal
+    success against its training simulator (at the simulator's own temperature, as the evaluation
+    meets it) is measured per goal, so the last checkpoint is the saved agent's evaluation there."""
     paradigm, sim = ARMS[arm]
     user = users[sim] if sim else None
     if sim_temperature is not None and hasattr(user, "at_temperature"):
         user = user.at_temperature(sim_temperature)
     if isinstance(user, LoggedOpeningUser):
         train = with_openings(train)
+    checkpoint, every = None, 0
+    if curve is not None and sim is not None:
+        kw = {k: v for k, v in curve.items() if k != "every"}
+        every = curve["every"]
+
+        def checkpoint(model, tok):
+            return evaluate_model(model, tok, users, [sim], **kw)[sim]["rewards"]
+
     return train_paradigm(paradigm, sft_folder, list(train), taskmaster4_judge, cfg, folder, user.clone if user else None,
-                          taskmaster4_credit)
+                          taskmaster4_credit, checkpoint, every)

@@ -307,3 +307,23 @@ def plateau_step(steps: Sequence[int], values: Sequence[float], *, tol: float, t
     outside = np.flatnonzero(~inside)
     first = 0 if outside.size == 0 else int(outside[-1]) + 1
     return int(s[min(first, s.size - 1)])
+
+
+def paired_trend(steps: Sequence[int], outcomes: np.ndarray) -> dict:
+    """The rise of a learning curve measured on the same units at every checkpoint (e.g. one
+    evaluation goal's success at each of ``steps``): ``outcomes`` has one row per step and one
+    column per unit. The fitted rise is the least-squares slope of each unit's outcomes on the step
+    times the span of the steps, averaged over the units (the slope of the mean curve, by linearity);
+    its 95 % t-interval (``rise_low``, ``rise_high``) is over the units, so it reads the
+    goal-to-goal spread, not the noise of one checkpoint. ``first`` / ``last``: the mean outcome at
+    the first and last step."""
+    s = np.asarray(steps, dtype=float)
+    y = np.asarray(outcomes, dtype=float)
+    if s.ndim != 1 or s.size < 2 or y.ndim != 2 or y.shape[0] != s.size or y.shape[1] < 2 or np.any(np.diff(s) <= 0):
+        raise ValueError(f"paired_trend needs >= 2 increasing steps and outcomes of shape (steps, units >= 2); "
+                         f"got steps {s.tolist()} and outcomes of shape {y.shape}")
+    x = s - s.mean()
+    rises = (x @ (y - y.mean(axis=0))) / (x @ x) * (s[-1] - s[0])  # one per unit
+    e = mean_ci(rises)
+    return {"checkpoints": int(s.size), "units": int(y.shape[1]), "first": float(y[0].mean()), "last": float(y[-1].mean()),
+            "fitted_rise": e.value, "rise_low": e.low, "rise_high": e.high}
