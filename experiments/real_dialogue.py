@@ -427,7 +427,7 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
 
 
 def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, training: list[dict] | None = None,
-              curves: dict | None = None) -> dict:
+              curves: dict | None = None, checkpoints: dict | None = None) -> dict:
     """Success per arm and evaluation user (mean over seeds, 95 % t-interval), the sim-to-real gaps
     (success against the training simulator minus against the held-out and against the independent
     user model, paired by seed),
@@ -435,8 +435,8 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
     against every other arm, each with its own verdict and the verdict that survives Holm's
     correction over that evaluation user's comparisons; every RL arm against the SFT agent on its
     own training simulator (what RL learned where it trained: one family over the arms, from runs
-    that evaluated the SFT agent there); the GRPO training curves' trends (``training``
-    and ``curves`` as saved, when retabulating) and, per arm, the runs in which no group ever had
+    that evaluated the SFT agent there); the GRPO training curves' trends (``training``,
+    ``curves`` and the checkpoint curves' means ``checkpoints`` as saved, when retabulating) and, per arm, the runs in which no group ever had
     reward variance (no policy gradient: the agent is its start)."""
     by = {(r["arm"], r["seed"]): r for r in runs}
     arms = ["sft", *cfg.arms]
@@ -484,6 +484,8 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
                       "zero_variance_steps": r["zero_variance_steps"]}
                      for r in runs if (c := r.get("checkpoint_curve"))]
         curves = {f"{r['arm']} seed {r['seed']}": r["training_success"] for r in runs if "training_success" in r}
+        checkpoints = {f"{r['arm']} seed {r['seed']}": {"steps": c["steps"], "success": np.mean(c["outcomes"], axis=1).tolist()}
+                       for r in runs if (c := r.get("checkpoint_curve"))}
     success = [t for t in training if t.get("curve") == "goal success"]
 
     def rising(rows: list[dict]) -> int:
@@ -496,7 +498,7 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
                   if (ckpt := [t for t in training if t.get("curve") == CHECKPOINT_CURVE and t["arm"] == arm]) else {})}
               for arm in cfg.arms if (rows := [t for t in success if t["arm"] == arm])]
     return {"config": asdict(replace(cfg, workers=0)), "evaluation_users": users, "table": table, "paired": paired, "runs": flat,
-            "training": training, "training_curves": curves or {}, "training_signal": signal, **measures,
+            "training": training, "training_curves": curves or {}, "checkpoint_curves": checkpoints or {}, "training_signal": signal, **measures,
             "note": "The evaluation users are models of people, not people: a user model trained on the held-out split "
                     "of human dialogues, the same model with a rule that rejects a wrong order it would accept, and an "
                     "independent user model (another base model's size, tokenizer, seed and pretraining corpus, trained on "
@@ -567,7 +569,8 @@ def retabulate(out: Path) -> dict:
     for r in old["runs"]:
         runs.setdefault((r["arm"], r["seed"]), {"arm": r["arm"], "seed": r["seed"]})[r["user"]] = {"mean": r["success"], "n": r["n"]}
     measures = {k: old[k] for k in ("realism", "discriminator", "sycophancy", "logged_confirmations")}
-    results = summarise(cfg, list(runs.values()), measures, old["training"], old.get("training_curves", {}))
+    results = summarise(cfg, list(runs.values()), measures, old["training"], old.get("training_curves", {}),
+                        old.get("checkpoint_curves", {}))
     write_outputs(out, results, {})
     return results
 

@@ -109,3 +109,23 @@ def test_the_logged_opening_row_needs_p_below_the_bonferroni_bar(tmp_path, mean,
     target = ("On real dialogues (Taskmaster-4), Calibrated Interactive RL whose simulator opens with the logged human "
               "request ends above the SFT agent it starts from")
     assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == verdict
+
+
+@pytest.mark.parametrize("up, down, verdict", [(4, 0, "supported"), (3, 0, "not significant"), (3, 3, "not significant"),
+                                               (0, 4, "contradicted")])
+def test_the_training_curve_row_needs_most_seeds_to_rise(tmp_path, up, down, verdict):
+    """The checkpoint-curve row counts the seeds whose rise interval lies above 0 (or below): more
+    than half of the six seeds decides; half is not enough."""
+    _copy_inputs(tmp_path)
+    seeds = iter(range(100))
+
+    def plant(r):
+        if r["arm"] == "calibrated" and r["curve"].startswith("goal success at checkpoints"):
+            k = next(seeds)
+            r["rise_low"], r["rise_high"] = ("0.01", "0.05") if k < up else ("-0.05", "-0.01") if k < up + down else ("-0.01", "0.01")
+
+    _edit_rows(tmp_path / claims.REAL / "training.csv", plant)
+    target = ("On real dialogues (Taskmaster-4), Calibrated Interactive RL's goal success rises during training against its "
+              "own training simulator (greedy agent at checkpoints, held-out goals)")
+    assert next(seeds) == 6  # the six seeds of the preset were planted
+    assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == verdict

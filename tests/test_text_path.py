@@ -191,6 +191,7 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     assert sorted((t["arm"], t["seed"]) for t in ckpt) == sorted((a, s) for a in ("interactive_rule", "interactive_prompted", "calibrated")
                                                                    for s in (0, 1))
     assert all(t["checkpoints"] == 2 and t["units"] == 4 for t in ckpt)
+    assert res["checkpoint_curves"]["calibrated seed 1"] == {"steps": [0, 1], "success": [float(np.mean(o)) for o in curve["outcomes"]]}
     assert len(res["training"]) == 2 * 4 * 2 + 3 * 2 and res["training_curves"]["static seed 1"] == meta["success"]
     assert (tmp_path / "r" / "training_curves.png").exists() and "independent user model" in res["evaluation_users"]
     assert {"sim-to-real gap (held-out)", "sim-to-real gap (independent)"} <= set(res["table"][-1])

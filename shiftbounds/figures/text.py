@@ -81,8 +81,9 @@ def plot_paradigm_success(results: dict, stem: Path) -> list[Path]:
 def plot_training_curves(results: dict, stem: Path) -> list[Path]:
     """Goal success per GRPO step against each arm's own training signal (the simulator's dialogues,
     or the logged contexts of Static Context RL), one panel per arm: every seed (thin) and the mean
-    over seeds (bold)."""
-    curves = results["training_curves"]
+    over seeds (bold); where measured (``checkpoint_curves``), the greedy agent's success against its
+    training simulator at the checkpoints, mean over seeds (red markers)."""
+    curves, checkpoints = results["training_curves"], results.get("checkpoint_curves", {})
     arms = list(dict.fromkeys(k.rsplit(" seed ", 1)[0] for k in curves))
     fig, axes = new_figure(ncols=max(len(arms), 1), width=2.4, height=2.2)
     for ax, arm in zip(axes[0], arms):
@@ -91,10 +92,15 @@ def plot_training_curves(results: dict, stem: Path) -> list[Path]:
         for r in runs:
             ax.plot(np.arange(1, len(r) + 1), r, color="0.7", linewidth=0.5)
         ax.plot(np.arange(1, n + 1), np.mean([r[:n] for r in runs], axis=0), color="k", linewidth=1.2, label="mean over seeds")
+        marks = [c for k, c in checkpoints.items() if k.rsplit(" seed ", 1)[0] == arm]
+        if marks and all(c["steps"] == marks[0]["steps"] for c in marks):
+            ax.plot(marks[0]["steps"], np.mean([c["success"] for c in marks], axis=0), "o-", color="tab:red", markersize=3,
+                    linewidth=0.8, label="greedy agent at checkpoints")
         ax.set_title(arm, fontsize=8)
         ax.set_xlabel("GRPO step")
         ax.set_ylim(-0.02, 1.02)
     axes[0][0].set_ylabel("goal success in training")
+    axes[0][0].legend(fontsize=6, loc="lower right", frameon=False)
     return save_figure(fig, stem)
 
 
