@@ -236,7 +236,7 @@ def _real_dialogue_curves(root: Path) -> Verdict:
     the rise's interval lies above 0 in more than half of the seeds, contradicted where it lies below
     0 in more than half."""
     rows = [r for r in _csv(root, f"{REAL}/training.csv")
-            if r["arm"] == "calibrated" and r["curve"].startswith("goal success at checkpoints")]
+            if r["arm"] == "calibrated" and r["curve"] == "goal success at checkpoints (greedy, evaluation goals)"]
     if not rows:
         return Verdict("untested", "", f"{REAL}/training.csv holds no checkpoint curve (--curve-every)")
     up = sum(float(r["rise_low"]) > 0 for r in rows)

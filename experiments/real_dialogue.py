@@ -129,6 +129,9 @@ class RealDialogueConfig:
     curve_every: int = field(default=0, metadata={"help": "every this many GRPO steps (and at step 0), the agent's goal success "
                                                           "against its training simulator on the evaluation goals, as the "
                                                           "evaluation measures it (0: none)"})
+    curve_users: tuple[str, ...] = field(default=(), metadata={"help": "evaluation users the checkpoints also meet (with "
+                                                                       "--curve-every; e.g. held-out user model): where "
+                                                                       "the sim-to-real gap opens during training"})
     n_eval: int = field(default=128, metadata={"help": "goals per evaluation"})
     eval_split: str = field(default="held-out", metadata={"help": "split the evaluation goals come from: held-out, or calibration "
                                                                   "for development runs (choosing settings without the held-out goals)"})
@@ -162,6 +165,10 @@ class RealDialogueConfig:
                 raise ValueError(f"--{k.replace('_', '-')} must be >= 1; got {getattr(self, k)}")
         if self.curve_every < 0:
             raise ValueError(f"--curve-every must be >= 0 (0: no checkpoint curve); got {self.curve_every}")
+        if any(u not in EVAL_USERS for u in self.curve_users) or len(set(self.curve_users)) != len(self.curve_users):
+            raise ValueError(f"--curve-users must be distinct names among {', '.join(EVAL_USERS)}; got {','.join(self.curve_users)}")
+        if self.curve_users and not self.curve_every:
+            raise ValueError("--curve-users needs --curve-every >= 1")
         if self.n_dialogues < 0 or self.n_tm3 < 0:
             raise ValueError(f"--n-dialogues and --n-tm3 must be >= 0 (0: all); got {self.n_dialogues}, {self.n_tm3}")
         if len(self.seeds) < 2 or len(set(self.seeds)) != len(self.seeds):
@@ -197,7 +204,8 @@ PRESETS = {
               "pretrain_steps": 3, "sft_steps": 3, "user_steps": 2, "batch": 4, "rl_steps": 1, "rl_batch": 4,
               "num_generations": 2, "turns": 2, "max_new": 12, "user_new": 8, "n_eval": 4, "seeds": (0, 1), "n_probe": 6,
               "n_disc": 8, "classifier_steps": 2, "independent_vocab_size": 400, "independent_d_model": 32,
-              "independent_n_layer": 1, "independent_pretrain_steps": 2, "curve_every": 1},
+              "independent_n_layer": 1, "independent_pretrain_steps": 2, "curve_every": 1,
+              "curve_users": ("held-out user model",)},
     # frozen before the confirmatory run (docs/results.md): greedy user models, which state their goal in >= 0.7 of
     # openings; GRPO as development configuration H (chosen on seeds 100-101 and calibration goals); Calibrated
     # Interactive RL against the SFT agent on six fresh seeds, the fewest at which the exact sign-flip test can fall
@@ -232,7 +240,7 @@ def memory_estimate(cfg: RealDialogueConfig) -> dict:
 
 # settings added after runs were made, at the values those runs were made with: the one view before
 # --user-view; one process on --threads before --one-thread
-LEGACY = {"user_view": "flipped", "one_thread": False, "curve_every": 0}
+LEGACY = {"user_view": "flipped", "one_thread": False, "curve_every": 0, "curve_users": ()}
 USER_MODELS = ("user_calibrated", "user_heldout", "user_calibrated_tm3", "user_independent")
 MEASURES = ("realism", "discriminator", "sycophancy", "logged_confirmations")
 CHECKPOINT_CURVE = "goal success at checkpoints (greedy, evaluation goals)"
@@ -346,7 +354,7 @@ class Stages:
         """The checkpoint measure of ``--curve-every`` (:func:`~shiftbounds.conversations.taskmaster_study.train_arm`):
         the evaluation's goals, settings and draws at ``seed``."""
         cfg = self.cfg
-        return {"every": cfg.curve_every, "goals": self.goals, "turns": cfg.turns, "max_new": cfg.max_new,
+        return {"every": cfg.curve_every, "users": cfg.curve_users, "goals": self.goals, "turns": cfg.turns, "max_new": cfg.max_new,
                 "temperature": cfg.eval_temperature, "seed": seed} if cfg.curve_every else None
 
     def evaluation(self, arm: str, seed: int, names: Sequence[str] | None = None, key: tuple | None = None) -> dict:
@@ -480,11 +488,13 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
                      "zero_variance_steps": r["zero_variance_steps"]}
                     for r in runs if "training_reward" in r
                     for curve, key in (("goal success", "training_success"), ("reward", "training_reward"))]
-        training += [{"arm": r["arm"], "seed": r["seed"], "curve": CHECKPOINT_CURVE, "steps": c["steps"][-1], **paired_trend(c["steps"], np.array(c["outcomes"])),
+        training += [{"arm": r["arm"], "seed": r["seed"], "curve": CHECKPOINT_CURVE + ("" if user == ARMS[r["arm"]][1] else f" vs {user}"),
+                      "steps": c["steps"][-1], **paired_trend(c["steps"], np.array(outcomes)),
                       "zero_variance_steps": r["zero_variance_steps"]}
-                     for r in runs if (c := r.get("checkpoint_curve"))]
+                     for r in runs if (c := r.get("checkpoint_curve")) for user, outcomes in c["outcomes"].items()]
         curves = {f"{r['arm']} seed {r['seed']}": r["training_success"] for r in runs if "training_success" in r}
-        checkpoints = {f"{r['arm']} seed {r['seed']}": {"steps": c["steps"], "success": np.mean(c["outcomes"], axis=1).tolist()}
+        checkpoints = {f"{r['arm']} seed {r['seed']}": {"steps": c["steps"], **{
+            "success" if user == ARMS[r["arm"]][1] else user: np.mean(o, axis=1).tolist() for user, o in c["outcomes"].items()}}
                        for r in runs if (c := r.get("checkpoint_curve"))}
     success = [t for t in training if t.get("curve") == "goal success"]
 

@@ -120,7 +120,7 @@ def test_the_training_curve_row_needs_most_seeds_to_rise(tmp_path, up, down, ver
     seeds = iter(range(100))
 
     def plant(r):
-        if r["arm"] == "calibrated" and r["curve"].startswith("goal success at checkpoints"):
+        if r["arm"] == "calibrated" and r["curve"] == "goal success at checkpoints (greedy, evaluation goals)":
             k = next(seeds)
             r["rise_low"], r["rise_high"] = ("0.01", "0.05") if k < up else ("-0.05", "-0.01") if k < up + down else ("-0.01", "0.01")
 

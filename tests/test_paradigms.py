@@ -119,7 +119,7 @@ def test_a_checkpoint_curve_measures_the_agent_it_saves_and_leaves_training_unch
 
     def checkpoint(model, tok):
         modes.append(model.training)
-        return evaluate_agent(model, tok, convs[20:26], user, judge, **kw)["rewards"]
+        return {"user": evaluate_agent(model, tok, convs[20:26], user, judge, **kw)["rewards"]}
 
     plain = train_paradigm("interactive", base, convs[:8], judge, cfg, tmp_path / "plain", user)
     measured = train_paradigm("interactive", base, convs[:8], judge, cfg, tmp_path / "curve", user, checkpoint=checkpoint,
@@ -127,9 +127,9 @@ def test_a_checkpoint_curve_measures_the_agent_it_saves_and_leaves_training_unch
     a, b = _weights(plain), _weights(measured)
     assert all(torch.equal(a[k], b[k]) for k in a) and any(not torch.equal(a[k], _weights(base)[k]) for k in a)
     curve = json.loads((measured / METADATA).read_text())["curve"]
-    assert curve["steps"] == [0, 2, 3] and modes == [False] * 3 and all(len(o) == 6 for o in curve["outcomes"])
+    assert curve["steps"] == [0, 2, 3] and modes == [False] * 3 and all(len(o) == 6 for o in curve["outcomes"]["user"])
     for step, folder in ((0, base), (3, measured)):
-        assert curve["outcomes"][curve["steps"].index(step)] == evaluate_agent(*load_chat_model(folder), convs[20:26], user,
+        assert curve["outcomes"]["user"][curve["steps"].index(step)] == evaluate_agent(*load_chat_model(folder), convs[20:26], user,
                                                                                judge, **kw)["rewards"]
     assert "curve" not in json.loads((plain / METADATA).read_text())
     with pytest.raises(ValueError, match="a checkpoint measure needs curve_every >= 1; got 0"):

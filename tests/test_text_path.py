@@ -185,14 +185,21 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     # --curve-every: the greedy agent against its training simulator from the SFT agent's evaluation there to its own
     curve = json.loads((stages / "agent_calibrated_seed1" / "shiftbounds.json").read_text())["curve"]
     assert curve["steps"] == [0, 1] and "curve" not in meta  # Static Context RL has no training simulator
-    assert curve["outcomes"][0] == json.loads((stages / "eval_sft_vs_calibrated_seed1.json").read_text())["calibrated"]["rewards"]
-    assert curve["outcomes"][-1] == json.loads((stages / "eval_calibrated_seed1.json").read_text())["calibrated"]["rewards"]
+    assert list(curve["outcomes"]) == ["calibrated", "held-out user model"]  # the smoke preset's --curve-users
+    assert curve["outcomes"]["calibrated"][0] == json.loads((stages / "eval_sft_vs_calibrated_seed1.json").read_text())["calibrated"]["rewards"]
+    final = json.loads((stages / "eval_calibrated_seed1.json").read_text())
+    for user, outcomes in curve["outcomes"].items():
+        assert outcomes[-1] == final[user]["rewards"], user
+    assert curve["outcomes"]["held-out user model"][0] == json.loads((stages / "eval_sft_seed1.json").read_text())[
+        "held-out user model"]["rewards"]
     ckpt = [t for t in res["training"] if t["curve"] == real_dialogue.CHECKPOINT_CURVE]
+    assert len([t for t in res["training"] if t["curve"] == real_dialogue.CHECKPOINT_CURVE + " vs held-out user model"]) == 3 * 2
     assert sorted((t["arm"], t["seed"]) for t in ckpt) == sorted((a, s) for a in ("interactive_rule", "interactive_prompted", "calibrated")
                                                                    for s in (0, 1))
     assert all(t["checkpoints"] == 2 and t["units"] == 4 for t in ckpt)
-    assert res["checkpoint_curves"]["calibrated seed 1"] == {"steps": [0, 1], "success": [float(np.mean(o)) for o in curve["outcomes"]]}
-    assert len(res["training"]) == 2 * 4 * 2 + 3 * 2 and res["training_curves"]["static seed 1"] == meta["success"]
+    assert res["checkpoint_curves"]["calibrated seed 1"] == {"steps": [0, 1], **{
+        "success" if u == "calibrated" else u: [float(np.mean(o)) for o in v] for u, v in curve["outcomes"].items()}}
+    assert len(res["training"]) == 2 * 4 * 2 + 3 * 2 * 2 and res["training_curves"]["static seed 1"] == meta["success"]
     assert (tmp_path / "r" / "training_curves.png").exists() and "independent user model" in res["evaluation_users"]
     assert {"sim-to-real gap (held-out)", "sim-to-real gap (independent)"} <= set(res["table"][-1])
     # every arm with a training simulator against the SFT agent on that simulator: one family of three

@@ -22,7 +22,7 @@ import json
 import os
 import tempfile
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -200,28 +200,31 @@ def training_signal(log_history: Sequence[dict], moved: bool) -> dict:
             "no_op": (bool(zero) and n_zero == len(zero)) or not moved}
 
 
-Checkpoint = Callable[[Any, Any], Sequence[float]]
-"""``checkpoint(model, tokenizer) -> outcomes``: what a training curve measures at a checkpoint, one
-outcome per evaluation unit (e.g. each goal's success of the greedy agent)."""
+Checkpoint = Callable[[Any, Any], Mapping[str, Sequence[float]]]
+"""``checkpoint(model, tokenizer) -> {name: outcomes}``: what a training curve measures at a
+checkpoint, per measure (e.g. each evaluation user) one outcome per evaluation unit (e.g. each
+goal's success of the greedy agent)."""
 
 
-def attach_curve(trainer, checkpoint: Checkpoint, every: int) -> dict[str, list]:
+def attach_curve(trainer, checkpoint: Checkpoint, every: int) -> dict[str, Any]:
     """Measure ``checkpoint`` on the trainer's model before the first step and after every
     ``every``-th step and the last; returns the curve it fills, ``{"steps": [...], "outcomes":
-    [[...], ...]}``. The model is measured in eval mode and handed back in the mode it was in; a
-    ``checkpoint`` that draws only from its own generators leaves the training run unchanged."""
+    {name: [[...], ...]}}`` (per measure, one row per checkpoint). The model is measured in eval mode
+    and handed back in the mode it was in; a ``checkpoint`` that draws only from its own generators
+    leaves the training run unchanged."""
     from transformers import TrainerCallback
 
     if every < 1:
         raise ValueError(f"a training curve needs every >= 1 steps; got {every}")
-    curve: dict[str, list] = {"steps": [], "outcomes": []}
+    curve: dict[str, Any] = {"steps": [], "outcomes": {}}
 
     def measure(step: int) -> None:
         model = trainer.model
         mode = model.training
         model.eval()
         try:
-            curve["outcomes"].append([float(v) for v in checkpoint(model, trainer.processing_class)])
+            for name, values in checkpoint(model, trainer.processing_class).items():
+                curve["outcomes"].setdefault(name, []).append([float(v) for v in values])
         finally:
             model.train(mode)
         curve["steps"].append(step)

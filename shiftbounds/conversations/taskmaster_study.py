@@ -168,10 +168,11 @@ def train_arm(arm: str, sft_folder: Path, train: Sequence[Conversation], users: 
     its own; the rule-based customer has none). A simulator that opens with the logged request
     trains on the training dialogues' openings.
 
-    ``curve`` (an arm with a training simulator): ``{"every": k, "goals": ..., "turns", "max_new",
-    "temperature", "seed"}`` as :func:`evaluate_model` takes them; every ``k`` steps the agent's goal
-    success against its training simulator (at the simulator's own temperature, as the evaluation
-    meets it) is measured per goal, so the last checkpoint is the saved agent's evaluation there."""
+    ``curve`` (an arm with a training simulator): ``{"every": k, "users": names, "goals": ...,
+    "turns", "max_new", "temperature", "seed"}`` as :func:`evaluate_model` takes them; every ``k``
+    steps the agent's goal success against its training simulator (at the simulator's own
+    temperature, as the evaluation meets it) and against the evaluation users ``names`` is measured
+    per goal, so the last checkpoint is the saved agent's evaluation there."""
     paradigm, sim = ARMS[arm]
     user = users[sim] if sim else None
     if sim_temperature is not None and hasattr(user, "at_temperature"):
@@ -180,11 +181,11 @@ def train_arm(arm: str, sft_folder: Path, train: Sequence[Conversation], users: 
         train = with_openings(train)
     checkpoint, every = None, 0
     if curve is not None and sim is not None:
-        kw = {k: v for k, v in curve.items() if k != "every"}
-        every = curve["every"]
+        kw = {k: v for k, v in curve.items() if k not in ("every", "users")}
+        every, names = curve["every"], list(dict.fromkeys((sim, *curve.get("users", ()))))
 
         def checkpoint(model, tok):
-            return evaluate_model(model, tok, users, [sim], **kw)[sim]["rewards"]
+            return {name: e["rewards"] for name, e in evaluate_model(model, tok, users, names, **kw).items()}
 
     return train_paradigm(paradigm, sft_folder, list(train), taskmaster4_judge, cfg, folder, user.clone if user else None,
                           taskmaster4_credit, checkpoint, every)

@@ -82,7 +82,8 @@ def plot_training_curves(results: dict, stem: Path) -> list[Path]:
     """Goal success per GRPO step against each arm's own training signal (the simulator's dialogues,
     or the logged contexts of Static Context RL), one panel per arm: every seed (thin) and the mean
     over seeds (bold); where measured (``checkpoint_curves``), the greedy agent's success against its
-    training simulator at the checkpoints, mean over seeds (red markers)."""
+    training simulator at the checkpoints, mean over seeds (red markers), and against each
+    evaluation user the checkpoints also met (blue)."""
     curves, checkpoints = results["training_curves"], results.get("checkpoint_curves", {})
     arms = list(dict.fromkeys(k.rsplit(" seed ", 1)[0] for k in curves))
     fig, axes = new_figure(ncols=max(len(arms), 1), width=2.4, height=2.2)
@@ -96,6 +97,9 @@ def plot_training_curves(results: dict, stem: Path) -> list[Path]:
         if marks and all(c["steps"] == marks[0]["steps"] for c in marks):
             ax.plot(marks[0]["steps"], np.mean([c["success"] for c in marks], axis=0), "o-", color="tab:red", markersize=3,
                     linewidth=0.8, label="greedy agent at checkpoints")
+            for user, style in zip([k for k in marks[0] if k not in ("steps", "success")], ("s--", "^:", "v-.", "D--")):
+                ax.plot(marks[0]["steps"], np.mean([c[user] for c in marks], axis=0), style, color="tab:blue", markersize=3,
+                        linewidth=0.8, label=f"the same, vs {user}")
         ax.set_title(arm, fontsize=8)
         ax.set_xlabel("GRPO step")
         ax.set_ylim(-0.02, 1.02)
