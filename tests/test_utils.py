@@ -244,6 +244,14 @@ def test_guard_resume_skips_config_fields_marked_resume_false(tmp_path):
     guard_resume(tmp_path, Later(fast=False), legacy={"fast": False})
     assert read_json(tmp_path / "config.json")["config"]["fast"] is False  # now recorded
 
+    @dataclass(frozen=True)
+    class Listed(Later):  # a tuple setting added later: its legacy value is compared as JSON reads it back
+        users: tuple[str, ...] = ()
+
+    guard_resume(tmp_path, Listed(fast=False), legacy={"users": ()})
+    with pytest.raises(ValueError, match=r"users: saved \[\], now \['a'\]"):
+        guard_resume(tmp_path, Listed(fast=False, users=("a",)))
+
 
 def test_stage_cache_computes_once_then_loads(tmp_path):
     from shiftbounds.utils.stages import StageCache

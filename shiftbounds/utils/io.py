@@ -226,7 +226,7 @@ def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] =
     if path.exists():
         saved_all = read_json(path)
         saved_cfg = saved_all["config"] if isinstance(saved_all.get("config"), Mapping) else saved_all
-        saved = {k: v for k, v in {**(legacy or {}), **saved_cfg}.items() if k not in skip}
+        saved = {k: v for k, v in {**_jsonable(dict(legacy or {})), **saved_cfg}.items() if k not in skip}  # as JSON reads it
         changed = sorted(k for k in set(now) | set(saved) if now.get(k) != saved.get(k))
         env_saved, env_now = saved_all.get("environment") or {}, run_environment() if environment else {}
         for k in sorted(k for k in environment if k in env_saved and env_saved[k] != env_now.get(k)):
