@@ -86,25 +86,27 @@ def plot_training_curves(results: dict, stem: Path) -> list[Path]:
     evaluation user the checkpoints also met (blue)."""
     curves, checkpoints = results["training_curves"], results.get("checkpoint_curves", {})
     arms = list(dict.fromkeys(k.rsplit(" seed ", 1)[0] for k in curves))
-    fig, axes = new_figure(ncols=max(len(arms), 1), width=2.4, height=2.2)
+    entries = 1 + bool(checkpoints) + max((len(c) - 2 for c in checkpoints.values()), default=0)  # legend lines
+    fig, axes = new_figure(ncols=max(len(arms), 1), width=max(2.4, 4.0 / max(len(arms), 1)), height=2.2 + 0.18 * entries)
     for ax, arm in zip(axes[0], arms):
         runs = [np.asarray(v, dtype=float) for k, v in curves.items() if k.rsplit(" seed ", 1)[0] == arm]
         n = min(len(r) for r in runs)
         for r in runs:
             ax.plot(np.arange(1, len(r) + 1), r, color="0.7", linewidth=0.5)
-        ax.plot(np.arange(1, n + 1), np.mean([r[:n] for r in runs], axis=0), color="k", linewidth=1.2, label="mean over seeds")
+        ax.plot(np.arange(1, n + 1), np.mean([r[:n] for r in runs], axis=0), color="k", linewidth=1.2,
+                label="rollouts, mean over seeds")
         marks = [c for k, c in checkpoints.items() if k.rsplit(" seed ", 1)[0] == arm]
         if marks and all(c["steps"] == marks[0]["steps"] for c in marks):
             ax.plot(marks[0]["steps"], np.mean([c["success"] for c in marks], axis=0), "o-", color="tab:red", markersize=3,
-                    linewidth=0.8, label="greedy agent at checkpoints")
+                    linewidth=0.8, label="greedy agent vs its training simulator")
             for user, style in zip([k for k in marks[0] if k not in ("steps", "success")], ("s--", "^:", "v-.", "D--")):
                 ax.plot(marks[0]["steps"], np.mean([c[user] for c in marks], axis=0), style, color="tab:blue", markersize=3,
-                        linewidth=0.8, label=f"the same, vs {user}")
+                        linewidth=0.8, label=f"greedy agent vs {user}")
         ax.set_title(arm, fontsize=8)
         ax.set_xlabel("GRPO step")
         ax.set_ylim(-0.02, 1.02)
     axes[0][0].set_ylabel("goal success in training")
-    axes[0][0].legend(fontsize=6, loc="lower right", frameon=False)
+    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncol=1, frameon=False, fontsize=6)
     return save_figure(fig, stem)
 
 
