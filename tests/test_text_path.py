@@ -365,7 +365,7 @@ def test_real_dialogue_calibrated_opening_arm_trains_on_logged_openings(tmp_path
     assert [c.goal["opening"] for c in with_openings(train)] == logged
     seen = {}
 
-    def capture(paradigm, sft, convs, judge, cfg, folder, simulator, credit):  # what the arm would train on
+    def capture(paradigm, sft, convs, judge, cfg, folder, simulator, credit, *curve):  # what the arm would train on
         sim = simulator()
         seen["openings"] = []
         for c in convs:
