@@ -349,6 +349,24 @@ def test_real_dialogue_stage_needs_order_each_stage_after_what_it_needs():
     assert len({real_dialogue.stage_name(k) for k in keys}) == len(keys)
 
 
+def test_real_dialogue_paper_preset_is_the_cpu_configuration_with_a_family_holm_can_pass():
+    """The paper preset changes only the arms and the seeds of the frozen cpu configuration, and has
+    enough seeds that the exact sign-flip test's smallest p (2 / 2^n) passes Holm's first step over
+    its family; the cpu preset's family of one passes at its six seeds."""
+    from dataclasses import replace
+
+    from experiments import real_dialogue
+
+    cpu = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["cpu"])
+    paper = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["paper"])
+    assert replace(paper, arms=cpu.arms, seeds=cpu.seeds) == cpu and paper.arms != cpu.arms
+    assert set(real_dialogue.comparisons(paper.arms)) == {(a, "sft") for a in paper.arms} | {
+        ("calibrated", "static"), ("calibrated", "interactive_prompted")}
+    for cfg in (cpu, paper):
+        family = len(real_dialogue.comparisons(cfg.arms))
+        assert 2 / 2 ** len(cfg.seeds) < 0.05 / family <= 2 / 2 ** (len(cfg.seeds) - 1)  # the fewest seeds that can
+
+
 @needs_data
 def test_real_dialogue_calibrated_opening_arm_trains_on_logged_openings(tmp_path, monkeypatch):
     """The arm whose simulator opens with the logged request: its training goals carry their
