@@ -37,3 +37,18 @@ def test_figures_do_not_import_experiments():
     for path in list((root / "paper_figures").rglob("*.py")) + list((root / "shiftbounds").rglob("*.py")):
         text = path.read_text()
         assert "from experiments" not in text and "import experiments" not in text, path
+
+
+def test_training_curves_legend_names_every_arms_lines(tmp_path, monkeypatch):
+    """An arm without checkpoints (Static Context RL) drawn first: the legend still names the
+    checkpoint lines another arm has, each once."""
+    from shiftbounds.figures import text
+
+    seen = {}
+    monkeypatch.setattr(text, "save_figure", lambda fig, stem: seen.setdefault("fig", fig) and [])
+    ckpt = {"steps": [0, 1, 2], "success": [0.5, 0.6, 0.6], "held-out user model": [0.4, 0.4, 0.5]}
+    text.plot_training_curves({"training_curves": {"static seed 0": [0.1, 0.2], "calibrated seed 0": [0.3, 0.4],
+                                                   "calibrated seed 1": [0.2, 0.5]},
+                               "checkpoint_curves": {"calibrated seed 0": ckpt, "calibrated seed 1": ckpt}}, tmp_path / "f")
+    labels = [t.get_text() for leg in seen["fig"].legends for t in leg.get_texts()]
+    assert labels == ["rollouts, mean over seeds", "greedy agent vs its training simulator", "greedy agent vs held-out user model"]

@@ -106,7 +106,8 @@ def plot_training_curves(results: dict, stem: Path) -> list[Path]:
         ax.set_xlabel("GRPO step")
         ax.set_ylim(-0.02, 1.02)
     axes[0][0].set_ylabel("goal success in training")
-    fig.legend(*axes[0][0].get_legend_handles_labels(), loc="outside lower center", ncol=1, frameon=False, fontsize=6)
+    legend = {label: h for ax in axes[0] for h, label in zip(*ax.get_legend_handles_labels())}  # every arm's lines, once
+    fig.legend(legend.values(), legend.keys(), loc="outside lower center", ncol=1, frameon=False, fontsize=6)
     return save_figure(fig, stem)
 
 
