@@ -129,3 +129,24 @@ def test_the_training_curve_row_needs_most_seeds_to_rise(tmp_path, up, down, ver
               "own training simulator (greedy agent at checkpoints, held-out goals)")
     assert next(seeds) == 6  # the six seeds of the preset were planted
     assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == verdict
+
+
+@pytest.mark.parametrize("static, prompted, verdict", [
+    ("calibrated > static", "calibrated > interactive_prompted", "supported"),
+    ("calibrated > static", "not significant", "not significant"),
+    ("calibrated < static", "calibrated < interactive_prompted", "contradicted"),
+    ("calibrated < static", "calibrated > interactive_prompted", "not significant")])
+def test_the_paper_comparison_row_needs_both_orderings_after_holm(tmp_path, static, prompted, verdict):
+    """The paper's comparison on real dialogues follows the Holm verdicts of Calibrated against Static
+    and against Interactive RL (prompted) for the held-out user model, both of them; another
+    evaluation user's verdicts do not move it."""
+    _copy_inputs(tmp_path)
+    planted = {"calibrated - static": static, "calibrated - interactive_prompted": prompted}
+
+    def plant(r):
+        held = r["evaluation user"] == "held-out user model"
+        r["holm verdict"] = planted.get(r["difference"], "not significant") if held else r["difference"].replace(" - ", " > ")
+
+    _edit_rows(tmp_path / claims.REAL_PAPER / "paired.csv", plant)
+    target = "On real dialogues (Taskmaster-4), Calibrated Interactive RL beats the other paradigms"
+    assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == verdict
