@@ -52,3 +52,18 @@ def test_training_curves_legend_names_every_arms_lines(tmp_path, monkeypatch):
                                "checkpoint_curves": {"calibrated seed 0": ckpt, "calibrated seed 1": ckpt}}, tmp_path / "f")
     labels = [t.get_text() for leg in seen["fig"].legends for t in leg.get_texts()]
     assert labels == ["rollouts, mean over seeds", "greedy agent vs its training simulator", "greedy agent vs held-out user model"]
+
+
+def test_paradigm_bars_legend_sits_off_the_bars(tmp_path, monkeypatch):
+    """The paradigm figure's legend is the figure's, one entry per agent, not drawn over the bars."""
+    from shiftbounds.figures import text
+
+    seen = {}
+    monkeypatch.setattr(text, "save_figure", lambda fig, stem: seen.setdefault("fig", fig) and [])
+    users = ["held-out user model", "independent user model"]
+    table = [{"arm": a, **{u: 0.5 for u in users}} for a in ("sft", "static", "calibrated")]
+    runs = [{"arm": a, "user": u, "success": 0.5} for a in ("sft", "static", "calibrated") for u in users]
+    text.plot_paradigm_success({"evaluation_users": users, "table": table, "runs": runs}, tmp_path / "f")
+    fig = seen["fig"]
+    assert [t.get_text() for leg in fig.legends for t in leg.get_texts()] == ["sft", "static", "calibrated"]
+    assert fig.axes[0].get_legend() is None

@@ -74,7 +74,7 @@ def plot_paradigm_success(results: dict, stem: Path) -> list[Path]:
             seeds = [r["success"] for r in results["runs"] if r["arm"] == arm and r["user"] == u]
             ax.plot([j + width * i] * len(seeds), seeds, "k.", ms=2)
     ax.set_ylabel("goal success (held-out goals)")
-    ax.legend(frameon=False, fontsize=6)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside upper center", ncol=len(arms), frameon=False, fontsize=6)  # off the bars
     return save_figure(fig, stem)
 
 
