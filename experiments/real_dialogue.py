@@ -202,7 +202,7 @@ class RealDialogueConfig:
 # frozen before the confirmatory run (docs/results.md): greedy user models, which state their goal in >= 0.7 of
 # openings; GRPO as development configuration H (chosen on seeds 100-101 and calibration goals); Calibrated
 # Interactive RL against the SFT agent on six fresh seeds, the fewest at which the exact sign-flip test can fall
-# below 0.05 (79 min on 2 cores; the other arms: --arms)
+# below 0.05 (79 min on 2 cores; the other arms: --arms, or the paper preset)
 CPU = {"user_temperature": 0.0, "arms": ("calibrated",), "seeds": tuple(range(6)), "rl_steps": 100, "rl_batch": 32,
        "rl_lr": 3e-5, "credit_weight": 0.5, "rl_temperature": 0.7, "curve_every": 10}
 
