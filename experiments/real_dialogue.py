@@ -1,7 +1,11 @@
 """Calibrated interactive RL on real human dialogues (Taskmaster-4; Taskmaster-3 for per-turn realism),
 wired from :mod:`shiftbounds.conversations` on TRL.
 
-``python -m experiments.real_dialogue [--preset smoke|cpu|gpu] [options]``
+``python -m experiments.real_dialogue [--preset smoke|cpu|paper|gpu] [options]``
+
+``cpu``: the confirmatory run, Calibrated Interactive RL against the SFT agent on six seeds;
+``paper``: the same configuration with Static Context RL, Interactive RL (prompted simulator) and
+Calibrated Interactive RL on eight seeds (an ``--out-dir`` of a cpu run resumes from its stages).
 
 Stages (each saved under ``--out-dir``/stages and skipped on a rerun; each computed in one of
 ``--workers`` processes on one torch thread as soon as the stages it needs are saved, so the
@@ -35,10 +39,12 @@ outputs are the same bytes on any number of cores):
    the agents do with a real request even where the user models cannot state one.
 
 Outputs: ``results.json``, ``results.md``, ``runs.csv`` (every agent, seed and evaluation user),
-``paired.csv`` (per-seed paired differences with 95 % intervals, the t-test's p and the verdict
-after Holm's correction over each evaluation user's comparisons), ``training.csv`` (each GRPO
-run's training reward, first and last quarter), ``per_turn.csv``, figures
-``realism_by_turn``, ``sycophancy``, ``paradigms`` (PNG and PDF), ``config.json``, ``timings.json``.
+``paired.csv`` (per-seed paired differences with 95 % intervals, the exact sign-flip p the verdict
+rests on, the t-test's p, and the verdict after Holm's correction over each evaluation user's
+comparisons, :func:`comparisons`), ``training.csv`` (each GRPO run's training reward, first and last
+quarter, and with ``--curve-every`` the checkpoint curves' fitted rises), ``per_turn.csv``, figures
+``realism_by_turn``, ``sycophancy``, ``paradigms``, ``training_curves`` (PNG and PDF),
+``config.json``, ``timings.json``.
 ``--estimate-only`` prints the device memory each stage needs, from the model's config, before any
 weights are loaded (:mod:`shiftbounds.utils.memory`).
 Multi-GPU or multi-machine: ``accelerate launch [--multi_gpu] --num_processes N -m
