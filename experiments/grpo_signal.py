@@ -9,7 +9,9 @@ gradient for success), and how its greedy success depends on the simulator stati
 ``agent_calibrated_seed0``) meets the ``--simulator`` (a training simulator, or an evaluation
 user to see where the agent fails against it) on the first ``--n-goals`` goals of the
 calibration split (never the held-out goals), once greedily and ``--draws`` times at the rollout
-temperature (``shiftbounds.conversations.signal.rollout_signal``). Outputs in ``--out-dir``:
+temperature (``shiftbounds.conversations.signal.rollout_signal``), and how each greedy dialogue
+ends (``shiftbounds.conversations.tasks.taskmaster4_failure_mode``: no order, a first order with the
+wrong drinks, quantity or options, or a right one followed by more). Outputs in ``--out-dir``:
 ``signal.json``, ``signal.md``, ``config.json``.
 """
 
@@ -22,7 +24,13 @@ from shiftbounds.conversations import taskmaster_study as study
 from shiftbounds.conversations.models import load_chat_model
 from shiftbounds.conversations.paradigms import SYSTEM
 from shiftbounds.conversations.signal import rollout_signal
-from shiftbounds.conversations.tasks import Taskmaster4Probes, load_taskmaster, taskmaster4_judge
+from shiftbounds.conversations.tasks import (
+    FAILURE_MODES,
+    Taskmaster4Probes,
+    load_taskmaster,
+    taskmaster4_failure_mode,
+    taskmaster4_judge,
+)
 from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import atomic_write_text, markdown_table, write_json
 from shiftbounds.utils.progress import Progress
@@ -68,6 +76,12 @@ class SignalConfig:
 PRESETS = {"default": {}, "smoke": {"n_goals": 3, "draws": 2, "group": 2, "max_new": 12, "user_new": 8}}
 
 
+def failure_rows(modes: dict) -> list[dict]:
+    """One row per failure mode (:data:`~shiftbounds.conversations.tasks.FAILURE_MODES`), its count
+    where the opening stated the whole goal and where it did not."""
+    return [{"how the dialogue ended": m, **{side: counts.get(m, 0) for side, counts in modes.items()}} for m in FAILURE_MODES]
+
+
 def run(cfg: SignalConfig) -> dict:
     stages = Path(cfg.stages)
     data = load_taskmaster(cfg.data_dir or None, None, None, rng=numpy_rng(cfg.seed, "split"))
@@ -78,7 +92,8 @@ def run(cfg: SignalConfig) -> dict:
     model, tok = load_chat_model(stages / cfg.agent)
     res = rollout_signal(model, tok, goals, users[cfg.simulator].clone, taskmaster4_judge, draws=cfg.draws, group=cfg.group,
                          temperature=cfg.temperature, max_turns=cfg.turns, max_new_tokens=cfg.max_new,
-                         discloses=Taskmaster4Probes(fold=True).discloses, system=SYSTEM, seed=cfg.seed,
+                         discloses=Taskmaster4Probes(fold=True).discloses, failure_mode=taskmaster4_failure_mode,
+                         system=SYSTEM, seed=cfg.seed,
                          progress=Progress(cfg.draws + 1, "grpo_signal"))
     out = Path(cfg.out_dir)
     write_json(out / "signal.json", {"config": asdict(cfg), "signal": res})
@@ -87,7 +102,8 @@ def run(cfg: SignalConfig) -> dict:
     atomic_write_text(out / "signal.md", f"# GRPO signal: {cfg.agent} against the {cfg.simulator} simulator, {res['n_goals']} "
                       f"calibration goals\n\n{markdown_table(shares)}\n\nGoals by successes of {cfg.draws} draws at temperature "
                       f"{cfg.temperature}: {res['goals_by_successes']}; share of goals at which a group of {cfg.group} is mixed: "
-                      f"{res['mixed_group_share']:.3f}\n")
+                      f"{res['mixed_group_share']:.3f}\n\nHow the greedy dialogues end (`failure_modes`):\n\n"
+                      f"{markdown_table(failure_rows(res['failure_modes']))}\n")
     write_json(out / "config.json", asdict(cfg))
     return res
 

@@ -4,6 +4,7 @@ enumeration of every group of draws, and its corners."""
 from __future__ import annotations
 
 import itertools
+import json
 import warnings
 from math import comb
 
@@ -79,3 +80,32 @@ def test_rollout_signal_warns_when_no_group_carries_a_success_gradient(monkeypat
     assert out["goals_by_successes"]["0"] == out["goals_by_successes"]["4"] == 1 and out["mixed_group_share"] > 0
     with pytest.raises(ValueError, match="2 <= group <= draws"):
         signal.rollout_signal(None, None, convs, None, None, draws=2, group=3, temperature=1.0, max_turns=1, max_new_tokens=1)
+
+
+def _order(item: str, quantity: int = 1, options: tuple = ()) -> str:
+    call = {"menu_item_id": item, "quantity": quantity, "attributes": [{"option": o} for o in options]}
+    return "add_order_item " + json.dumps(call)
+
+
+@pytest.mark.parametrize(("turns", "mode"), [
+    (["hello", "bye"], "no order placed"),
+    ([_order("latte", 2, ("oat milk",)), "bye"], "success"),
+    (["what would you like?", _order("latte", 2, ("oat milk",))], "success"),
+    ([_order("mocha", 2, ("oat milk",))], "first order: wrong drinks"),
+    ([_order("latte", 1, ("oat milk",))], "first order: wrong quantity"),
+    ([_order("latte", 2, ())], "first order: wrong options"),
+    ([_order("latte", 2, ("oat milk",)), _order("latte", 2, ("oat milk",))], "first order right, more ordered after"),
+    ([_order("latte", 1, ("oat milk",)), _order("latte", 1, ("oat milk",))], "first order: wrong quantity"),
+])
+def test_taskmaster4_failure_mode_names_what_the_first_order_got_wrong(turns, mode):
+    """Planted dialogues, one per mode; a right order placed in two halves is a success (the judge
+    counts the whole dialogue), and its first half is what a failing dialogue is blamed on."""
+    from shiftbounds.conversations.taskmaster import OrderItem, order_item
+    from shiftbounds.conversations.tasks import FAILURE_MODES, taskmaster4_failure_mode
+
+    goal = {"order": [{"item": "latte", "quantity": 2, "options": ["oat milk"]}]}
+    assert order_item(json.loads(_order("latte", 2, ("oat milk",))[len("add_order_item "):])) == OrderItem("latte", 2, ("oat milk",))
+    messages = [{"role": "user", "content": "hi"}]
+    for t in turns:
+        messages += [{"role": "assistant", "content": t}, {"role": "user", "content": "yes"}]
+    assert taskmaster4_failure_mode(goal, messages) == mode and mode in FAILURE_MODES

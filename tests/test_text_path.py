@@ -264,6 +264,12 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     parts = [(sig[k]["value"], sig[k]["n"]) for k in ("greedy, opening discloses", "greedy, opening does not") if sig[k]]
     assert sum(v * n for v, n in parts) == pytest.approx(g["value"] * g["n"]) and sum(n for _, n in parts) == g["n"] == told["n"]
     assert (tmp_path / "s" / "signal.md").exists()
+    # every greedy dialogue ends in one failure mode, on the side of the disclosure split it was read on
+    modes = sig["failure_modes"]
+    for side in ("opening discloses", "opening does not"):
+        share = sig[f"greedy, {side}"]
+        assert sum(modes[side].values()) == (share["n"] if share else 0)
+        assert modes[side].get("success", 0) == (round(share["value"] * share["n"]) if share else 0)
     # against an evaluation user that opens with the logged request: that opening is what is read for disclosure
     logged = grpo_signal.main(["--preset", "smoke", "--stages", str(stages), "--out-dir", str(tmp_path / "s2"),
                                "--simulator", "logged opening, then held-out model + rule"])

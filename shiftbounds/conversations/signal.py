@@ -5,12 +5,15 @@ goal success teaches nothing about success. :func:`rollout_signal` rolls an agen
 simulator several times per goal and reports how many goals would give a group of ``group``
 generations some variance in success (:func:`mixed_group_share`), beside the greedy agent's
 success, overall and split by whether the simulator's opening stated the goal (an agent that is
-never told the goal cannot be paid for reaching it, whatever it learns).
+never told the goal cannot be paid for reaching it, whatever it learns), and, with a task's
+``failure_mode(goal, messages)``, how the greedy dialogues end on each side of that split (where
+an agent that is told the goal still fails, and so where RL against that user has room to gain).
 """
 
 from __future__ import annotations
 
 import warnings
+from collections import Counter
 from collections.abc import Callable, Sequence
 from math import comb
 from typing import Any
@@ -51,7 +54,8 @@ def _share(flags: np.ndarray) -> dict:
 
 def rollout_signal(model, tokenizer, convs: ConversationData, simulator_factory: Callable[[], UserSimulator], judge: Judge, *,
                    draws: int, group: int, temperature: float, max_turns: int, max_new_tokens: int,
-                   discloses: Callable[[str, Any], bool] | None = None, system: str | None = None, user_first: bool = True,
+                   discloses: Callable[[str, Any], bool] | None = None,
+                   failure_mode: Callable[[Any, list[dict]], str] | None = None, system: str | None = None, user_first: bool = True,
                    seed: int = 0, progress: Progress | None = None) -> dict:
     """The agent's goal success against fresh simulators on ``convs``' goals: greedily once, and
     ``draws`` times at ``temperature`` (GRPO's rollouts); per goal, the successes of the draws.
@@ -60,18 +64,22 @@ def rollout_signal(model, tokenizer, convs: ConversationData, simulator_factory:
     (how many goals had 0, 1, ..., ``draws`` successes), ``mixed_group_share``
     (:func:`mixed_group_share` for groups of ``group``) and, with ``discloses(opening, goal)`` and
     the simulator opening (``user_first``), the greedy dialogues' ``opening_discloses`` share and
-    greedy success where it did and where it did not. ``progress`` is updated after each pass. A
+    greedy success where it did and where it did not; with ``failure_mode(goal, messages) -> str`` as
+    well, ``failure_modes``: per side of that split, how many greedy dialogues ended in each mode
+    (keys in order of first appearance). ``progress`` is updated after each pass. A
     mixed share of 0 (no success gradient at all) warns (``RuntimeWarning``).
 
     Raises:
-        ValueError: ``group`` outside [2, ``draws``], ``temperature`` <= 0, or ``discloses`` without
-            ``user_first``.
+        ValueError: ``group`` outside [2, ``draws``], ``temperature`` <= 0, ``discloses`` without
+            ``user_first``, or ``failure_mode`` without ``discloses``.
     """
     convs = as_conversations(convs)
     if not 2 <= group <= draws or temperature <= 0:
         raise ValueError(f"need 2 <= group <= draws and a sampling temperature > 0; got group {group}, draws {draws}, {temperature}")
     if discloses is not None and not user_first:
         raise ValueError("discloses reads the simulator's opening: it needs user_first=True")
+    if failure_mode is not None and discloses is None:
+        raise ValueError("failure_mode splits the greedy dialogues by disclosure: it needs discloses")
     kw = dict(max_turns=max_turns, max_new_tokens=max_new_tokens, system=system, user_first=user_first)
 
     def once(temp: float, key: tuple, transcripts: bool = False) -> dict:
@@ -98,4 +106,8 @@ def rollout_signal(model, tokenizer, convs: ConversationData, simulator_factory:
         out |= {"opening_discloses": _share(told),
                 "greedy, opening discloses": _share(g[told]) if told.any() else None,
                 "greedy, opening does not": _share(g[~told]) if (~told).any() else None}
+        if failure_mode is not None:
+            modes = [failure_mode(c.goal, t["messages"]) for t, c in zip(greedy["transcripts"], convs)]
+            out["failure_modes"] = {side: dict(Counter(m for m, k in zip(modes, told) if k == flag))
+                                    for side, flag in (("opening discloses", True), ("opening does not", False))}
     return out

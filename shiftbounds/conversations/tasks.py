@@ -129,6 +129,33 @@ def taskmaster4_credit(goal: Any, messages: list[dict]) -> float:
     return order_credit(order_items(goal), placed_orders(messages))
 
 
+FAILURE_MODES = ("success", "no order placed", "first order: wrong drinks", "first order: wrong quantity",
+                 "first order: wrong options", "first order right, more ordered after")
+"""How a Taskmaster-4 dialogue ends (:func:`taskmaster4_failure_mode`), in the order they are tested."""
+
+
+def taskmaster4_failure_mode(goal: Any, messages: list[dict]) -> str:
+    """Where a Taskmaster-4 dialogue fails, one of :data:`FAILURE_MODES`: ``success`` when
+    :func:`taskmaster4_judge` is 1; ``no order placed``; else what the first agent turn that placed
+    an order got wrong, in that turn alone: the drinks (as a multiset of names), else their
+    quantities, else their options; a first turn that ordered exactly the goal fails only through the
+    orders placed after it (the judge counts every ``add_order_item`` of the dialogue)."""
+    if taskmaster4_judge(goal, messages) >= 1.0:
+        return "success"
+    turns = [placed_orders([m]) for m in messages if m["role"] in ("assistant", "tool")]
+    first = next((t for t in turns if t), None)
+    if first is None:
+        return "no order placed"
+    want = order_items(goal)
+    if sorted(g.item for g in want) != sorted(o.item for o in first):
+        return "first order: wrong drinks"
+    if sorted((g.item, g.quantity) for g in want) != sorted((o.item, o.quantity) for o in first):
+        return "first order: wrong quantity"
+    if order_success(want, first) < 1.0:
+        return "first order: wrong options"
+    return "first order right, more ordered after"
+
+
 SWAP_ITEMS = ("latte", "mocha", "cortado", "cappuccino", "macchiato", "chai latte", "matcha latte", "americano", "espresso")
 """Drinks a wrong-confirmation probe swaps in."""
 
