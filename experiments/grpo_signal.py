@@ -11,7 +11,8 @@ user to see where the agent fails against it) on the first ``--n-goals`` goals o
 calibration split (never the held-out goals), once greedily and ``--draws`` times at the rollout
 temperature (``shiftbounds.conversations.signal.rollout_signal``), and how each greedy dialogue
 ends (``shiftbounds.conversations.tasks.taskmaster4_failure_mode``: no order, a first order with the
-wrong drinks, quantity or options, or a right one followed by more). Outputs in ``--out-dir``:
+wrong drinks, quantity or options, or a right one followed by more), beside how often the logged
+agent the SFT agent learned from orders at its first turn rather than asking. Outputs in ``--out-dir``:
 ``signal.json``, ``signal.md``, ``config.json``.
 """
 
@@ -20,14 +21,17 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from shiftbounds.conversations import taskmaster_study as study
 from shiftbounds.conversations.models import load_chat_model
 from shiftbounds.conversations.paradigms import SYSTEM
-from shiftbounds.conversations.signal import rollout_signal
+from shiftbounds.conversations.signal import rollout_signal, share
 from shiftbounds.conversations.tasks import (
     FAILURE_MODES,
     Taskmaster4Probes,
     load_taskmaster,
+    orders_at_first_turn,
     taskmaster4_failure_mode,
     taskmaster4_judge,
 )
@@ -82,6 +86,22 @@ def failure_rows(modes: dict) -> list[dict]:
     return [{"how the dialogue ended": m, **{side: counts.get(m, 0) for side, counts in modes.items()}} for m in FAILURE_MODES]
 
 
+def logged_first_turns(convs, discloses) -> dict:
+    """How the logged agent of ``convs`` (the SFT agent's training dialogues) answers the customer's
+    opening: the share of its first turns that place an order at once, over every dialogue and over
+    those whose opening does not state the whole goal (where an agent would have to ask)."""
+    rows = []
+    for c in convs:
+        messages = [m.as_dict() for m in c.messages]
+        opening = next((m["content"] for m in messages if m["role"] == "user"), None)
+        first = orders_at_first_turn(messages)
+        if opening is not None and first is not None:
+            rows.append((first, discloses(opening, c.goal)))
+    flags, told = np.array([r[0] for r in rows]), np.array([r[1] for r in rows])
+    return {"logged agent orders at its first turn": share(flags),
+            "logged agent orders at its first turn, opening does not state the goal": share(flags[~told]) if (~told).any() else None}
+
+
 def run(cfg: SignalConfig) -> dict:
     stages = Path(cfg.stages)
     data = load_taskmaster(cfg.data_dir or None, None, None, rng=numpy_rng(cfg.seed, "split"))
@@ -90,11 +110,13 @@ def run(cfg: SignalConfig) -> dict:
     users = study.user_models(folders, user_new=cfg.user_new, accept_wrong=cfg.accept_wrong, leak=cfg.leak, view=cfg.user_view,
                               temperature=cfg.user_temperature)
     model, tok = load_chat_model(stages / cfg.agent)
+    probes = Taskmaster4Probes(fold=True)
     res = rollout_signal(model, tok, goals, users[cfg.simulator].clone, taskmaster4_judge, draws=cfg.draws, group=cfg.group,
                          temperature=cfg.temperature, max_turns=cfg.turns, max_new_tokens=cfg.max_new,
-                         discloses=Taskmaster4Probes(fold=True).discloses, failure_mode=taskmaster4_failure_mode,
+                         discloses=probes.discloses, failure_mode=taskmaster4_failure_mode,
                          system=SYSTEM, seed=cfg.seed,
                          progress=Progress(cfg.draws + 1, "grpo_signal"))
+    res |= logged_first_turns(data["tm4"][0], probes.discloses)
     out = Path(cfg.out_dir)
     write_json(out / "signal.json", {"config": asdict(cfg), "signal": res})
     shares = [{"measure": k, "value": v["value"], "low": v["low"], "high": v["high"], "n": v["n"]}

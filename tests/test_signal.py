@@ -109,3 +109,17 @@ def test_taskmaster4_failure_mode_names_what_the_first_order_got_wrong(turns, mo
     for t in turns:
         messages += [{"role": "assistant", "content": t}, {"role": "user", "content": "yes"}]
     assert taskmaster4_failure_mode(goal, messages) == mode and mode in FAILURE_MODES
+
+
+def test_orders_at_first_turn_reads_the_agents_first_turn_after_the_opening():
+    """An agent that orders at once, one that asks first (its later order does not count), a
+    logged call kept as a tool message after the turn, and dialogues without such a turn."""
+    from shiftbounds.conversations.tasks import orders_at_first_turn
+
+    user, bye = {"role": "user", "content": "a latte"}, {"role": "assistant", "content": "bye"}
+    order = {"role": "assistant", "content": _order("latte")}
+    assert orders_at_first_turn([user, order, user, bye]) is True
+    assert orders_at_first_turn([user, {"role": "assistant", "content": "which milk?"}, user, order]) is False
+    tool = {"role": "tool", "content": json.dumps({"add_order_item": {"menu_item_id": "latte"}})}
+    assert orders_at_first_turn([{"role": "system", "content": "s"}, user, {"role": "assistant", "content": "ok"}, tool, user]) is True
+    assert orders_at_first_turn([order, user]) is None and orders_at_first_turn([user]) is None

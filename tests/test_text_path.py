@@ -266,6 +266,8 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     assert (tmp_path / "s" / "signal.md").exists()
     # every greedy dialogue ends in one failure mode, on the side of the disclosure split it was read on
     modes = sig["failure_modes"]
+    first = sig["logged agent orders at its first turn"]
+    assert 0 <= first["value"] <= 1 and first["n"] >= 1
     for side in ("opening discloses", "opening does not"):
         share = sig[f"greedy, {side}"]
         assert sum(modes[side].values()) == (share["n"] if share else 0)

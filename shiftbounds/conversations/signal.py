@@ -47,7 +47,8 @@ def mixed_group_share(successes: Sequence[int], draws: int, group: int) -> float
     return float(np.mean([1.0 - (comb(x, group) + comb(draws - x, group)) / total for x in s]))
 
 
-def _share(flags: np.ndarray) -> dict:
+def share(flags: np.ndarray) -> dict:
+    """A share of ``flags`` with its 95 % interval (:func:`~shiftbounds.utils.stats.proportion_ci`) and ``n``."""
     e = proportion_ci(int(flags.sum()), len(flags))
     return {"value": e.value, "low": e.low, "high": e.high, "n": len(flags)}
 
@@ -94,7 +95,7 @@ def rollout_signal(model, tokenizer, convs: ConversationData, simulator_factory:
     wins = sampled.sum(axis=0)
     g = np.array(greedy["rewards"]) >= 1.0
     out = {"n_goals": len(convs), "draws": draws, "group": group, "temperature": temperature,
-           "greedy": _share(g), "sampled": _share(sampled.ravel()),
+           "greedy": share(g), "sampled": share(sampled.ravel()),
            "goals_by_successes": {str(k): int((wins == k).sum()) for k in range(draws + 1)},
            "mixed_group_share": mixed_group_share(wins, draws, group)}
     if out["mixed_group_share"] == 0:
@@ -103,9 +104,9 @@ def rollout_signal(model, tokenizer, convs: ConversationData, simulator_factory:
                       RuntimeWarning, stacklevel=2)
     if discloses is not None:
         told = np.array([discloses(t["messages"][1]["content"], c.goal) for t, c in zip(greedy["transcripts"], convs)])
-        out |= {"opening_discloses": _share(told),
-                "greedy, opening discloses": _share(g[told]) if told.any() else None,
-                "greedy, opening does not": _share(g[~told]) if (~told).any() else None}
+        out |= {"opening_discloses": share(told),
+                "greedy, opening discloses": share(g[told]) if told.any() else None,
+                "greedy, opening does not": share(g[~told]) if (~told).any() else None}
         if failure_mode is not None:
             modes = [failure_mode(c.goal, t["messages"]) for t, c in zip(greedy["transcripts"], convs)]
             out["failure_modes"] = {side: dict(Counter(m for m, k in zip(modes, told) if k == flag))

@@ -12,6 +12,7 @@ task supplies its own builder with the same three methods.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -183,6 +184,21 @@ def names_whole_goal(text: str, goal: tuple) -> bool:
     """Whether ``text`` names every drink and every option of the goal (case-insensitive)."""
     t = text.lower()
     return all(g.item in t and all(o in t for o in g.options) for g in goal)
+
+
+def orders_at_first_turn(messages: list[dict]) -> bool | None:
+    """Whether the agent's first turn after the customer's first one places an order (``None``: no
+    such turn): ``False`` is an agent that asks before it orders."""
+    roles = [m["role"] for m in messages]
+    if "user" not in roles:
+        return None
+    after = messages[roles.index("user") + 1:]
+    first = next((i for i, m in enumerate(after) if m["role"] == "assistant"), None)
+    if first is None:
+        return None
+    # the turn and the tool messages that follow it (logged calls are kept as tool messages)
+    turn = [after[first]] + list(itertools.takewhile(lambda m: m["role"] == "tool", after[first + 1:]))
+    return bool(placed_orders(turn))
 
 
 def taskmaster4_placed(messages: list[dict]) -> bool:
