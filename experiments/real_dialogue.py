@@ -198,6 +198,12 @@ class RealDialogueConfig:
             raise ValueError(f"--arms must be distinct names among {', '.join(ARMS)}; got {','.join(self.arms)}")
         self.paradigm_config(0)  # its own checks, named
 
+    @property
+    def greedy_evaluation(self) -> bool:
+        """Whether the agents and every LM user decode greedily at evaluation, so that the SFT agent's
+        evaluations draw nothing from their seed (:func:`seed_free_source`)."""
+        return self.eval_temperature == 0 and self.user_temperature == 0
+
     def paradigm_config(self, seed: int) -> ParadigmConfig:
         """The one GRPO configuration of every arm, at ``seed``."""
         return ParadigmConfig(steps=self.rl_steps, batch=self.rl_batch, num_generations=self.num_generations, lr=self.rl_lr,
@@ -272,6 +278,24 @@ def stage_name(key: tuple) -> str:
     return f"{kind}_{rest[0]}_seed{rest[1]}" if rest else kind
 
 
+SEEDED_SIMULATORS = ("rule-based", study.HALF_LOGGED_CALIBRATED)
+"""Training simulators that draw per dialogue even when every LM decodes greedily."""
+
+
+def seed_free_source(cfg: RealDialogueConfig, key: tuple) -> tuple | None:
+    """For an evaluation of the SFT agent (``("eval", "sft", seed)`` or ``("eval_vs", sim, seed)``)
+    that draws nothing (:attr:`RealDialogueConfig.greedy_evaluation`, and a simulator outside
+    :data:`SEEDED_SIMULATORS`), at a seed after the first: the first seed's stage, whose dialogues
+    it repeats and whose file it copies. Otherwise (and for any other stage) ``None``: it is computed."""
+    if len(key) != 3 or key[0] not in ("eval", "eval_vs"):
+        return None
+    kind, name, seed = key
+    seed_free = (kind, name) == ("eval", "sft") or (kind == "eval_vs" and name not in SEEDED_SIMULATORS)
+    if not (cfg.greedy_evaluation and seed_free) or seed == cfg.seeds[0]:
+        return None
+    return kind, name, cfg.seeds[0]
+
+
 def stage_needs(cfg: RealDialogueConfig) -> dict[tuple, tuple[tuple, ...]]:
     """Every stage of the run (keys as :func:`stage_name` reads them), in an order that computes each
     after the stages it needs, mapped to those: the base models; the user models and the SFT agent
@@ -285,8 +309,8 @@ def stage_needs(cfg: RealDialogueConfig) -> dict[tuple, tuple[tuple, ...]]:
     needs[("agent_sft",)] = base
     with_agent = (*users, ("agent_sft",))
     needs.update({(m,): users for m in MEASURES})
-    needs.update({("eval", "sft", s): with_agent for s in cfg.seeds})
-    needs.update({("eval_vs", sim, s): with_agent for sim in sims for s in cfg.seeds})
+    for key in [("eval", "sft", s) for s in cfg.seeds] + [("eval_vs", sim, s) for sim in sims for s in cfg.seeds]:
+        needs[key] = with_agent + ((seed_free_source(cfg, key),) if seed_free_source(cfg, key) else ())
     needs.update({("agent", a, s): with_agent for s in cfg.seeds for a in cfg.arms})
     needs.update({("eval", a, s): (*with_agent, ("agent", a, s)) for s in cfg.seeds for a in cfg.arms})
     return needs
@@ -374,10 +398,14 @@ class Stages:
         """Success of the ``arm`` agent ("sft" or an RL arm) at ``seed`` against ``names`` (default: the
         evaluation users, and an RL arm's training simulator)."""
         cfg = self.cfg
+        key = key or ("eval", arm, seed)
+        source = seed_free_source(cfg, key) if arm == "sft" else None
+        if source:  # the same dialogues as at the first seed: its file
+            return self.st.json(stage_name(key), lambda: self.evaluation(arm, source[2], names, source))
         sim = ARMS.get(arm, (None, None))[1]
         names = names or EVAL_USERS + ((sim,) if sim else ())
         folder = self.folder("agent_sft") if arm == "sft" else self.agent(arm, seed)
-        return self.st.json(stage_name(key or ("eval", arm, seed)), lambda: study.evaluate(
+        return self.st.json(stage_name(key), lambda: study.evaluate(
             folder, self.users, names, self.goals, seed=seed, turns=cfg.turns, max_new=cfg.max_new, temperature=cfg.eval_temperature))
 
     def stage(self, key: tuple):

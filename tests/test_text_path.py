@@ -280,6 +280,16 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
         grpo_signal.SignalConfig(stages=str(stages), simulator="people")
     with pytest.raises(ValueError, match="--agent must name a model folder"):
         grpo_signal.SignalConfig(stages=str(stages), agent="agent_nope")
+    # greedy agent and greedy users: the SFT agent's evaluation draws nothing from its seed, which is
+    # what lets a run copy the first seed's instead of recomputing it (real_dialogue.seed_free_source)
+    from shiftbounds.conversations import taskmaster_study as study
+    from shiftbounds.utils.stages import StageCache
+
+    greedy = real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "user_temperature": 0.0})
+    runner = real_dialogue.Stages(greedy, StageCache(stages))
+    a, b = (study.evaluate(runner.folder("agent_sft"), runner.users, [*study.EVAL_USERS, "calibrated"], runner.goals, seed=s,
+                           turns=greedy.turns, max_new=greedy.max_new, temperature=0.0) for s in (0, 7))
+    assert a == b
     # saved stages are never mixed with other settings
     with pytest.raises(SystemExit, match=r"error: .*\(sft_steps: saved 3, now 5\)"):
         real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r"), "--sft-steps", "5"])
@@ -355,6 +365,36 @@ def test_real_dialogue_stage_needs_order_each_stage_after_what_it_needs():
     assert ("agent", "calibrated", 1) in needs[("eval", "calibrated", 1)] and needs[("base",)] == ()
     assert len(keys) == 2 + 5 + 4 + 2 + 3 * 2 + 2 * 4 * 2
     assert len({real_dialogue.stage_name(k) for k in keys}) == len(keys)
+
+
+def test_real_dialogue_copies_the_sft_agents_seed_free_evaluations_from_the_first_seed(tmp_path, monkeypatch):
+    """With every decode greedy, the SFT agent's evaluation at a later seed needs and copies the first
+    seed's (against the evaluation users, and against a training simulator that draws nothing); the
+    rule-based customer draws per dialogue and a sampling run draws everywhere: those are computed."""
+    from dataclasses import replace
+
+    from experiments import real_dialogue
+
+    arms = ("interactive_rule", "calibrated", "calibrated_half_opening")
+    cfg = real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "user_temperature": 0.0, "arms": arms,
+                                              "seeds": (3, 1, 2), "out_dir": str(tmp_path)})
+    needs = real_dialogue.stage_needs(cfg)
+    copied = {k: n[-1] for k, n in needs.items() if k[0] in ("eval", "eval_vs") and n[-1][0] in ("eval", "eval_vs")}
+    assert copied == {**{("eval", "sft", s): ("eval", "sft", 3) for s in (1, 2)},
+                      **{("eval_vs", "calibrated", s): ("eval_vs", "calibrated", 3) for s in (1, 2)}}
+    keys = list(needs)
+    assert all(keys.index(n) < keys.index(k) for k, ns in needs.items() for n in ns)
+    sampling = replace(cfg, user_temperature=1.0)
+    assert not any(real_dialogue.seed_free_source(sampling, k) for k in real_dialogue.stage_needs(sampling))
+    # the copy is the first seed's result, read from its file, never recomputed
+    calls = []
+    monkeypatch.setattr(real_dialogue.study, "evaluate", lambda *a, seed, **k: calls.append(seed) or {"seed": seed})
+    monkeypatch.setattr(real_dialogue.Stages, "folder", lambda self, name: tmp_path)
+    monkeypatch.setattr(real_dialogue.Stages, "users", {})
+    runner = real_dialogue.Stages.__new__(real_dialogue.Stages)
+    runner.cfg, runner.st, runner.goals = cfg, real_dialogue.StageCache(tmp_path / "stages"), []
+    assert [runner.stage(("eval", "sft", s)) for s in (3, 1, 2)] == [{"seed": 3}] * 3 and calls == [3]
+    assert runner.stage(("eval_vs", "rule-based", 1)) == {"seed": 1} and calls == [3, 1]
 
 
 def test_real_dialogue_paper_preset_is_the_cpu_configuration_with_a_family_holm_can_pass():
