@@ -12,6 +12,10 @@ the goal (``Taskmaster4Probes.discloses``) and the share that names only drinks 
 (``consistent``) are reported with 95 % intervals (``utils.stats.proportion_ci``); people's own openings give 0.889 on the
 whole calibration split. Outputs in ``--out-dir``: ``disclosure.json``, ``disclosure.csv``,
 ``disclosure.md``, ``config.json``.
+
+``--ask TEXT``: where an opening does not name the whole goal, the agent answers it with TEXT and
+the user model replies once; ``whole goal after asking`` is the share of those openings whose
+opening and reply together name it (what an agent that asks before ordering could learn).
 """
 
 from __future__ import annotations
@@ -44,6 +48,8 @@ class DisclosureConfig:
     temperatures: tuple[float, ...] = field(default=(1.0, 0.5, 0.0), metadata={"help": "user sampling temperatures"})
     personas: tuple[str, ...] = field(default=PERSONAS, metadata={"help": "persona prompts tried on the prompted simulator"})
     max_new: int = field(default=48, metadata={"help": "tokens per opening"})
+    ask: str = field(default="", metadata={"help": "an agent turn asked after each opening that does not name the whole goal "
+                                                   "(empty: none)"})
     seed: int = field(default=0, metadata={"help": "seed of the split (as the run's) and of the replies"})
     out_dir: str = field(default="results/disclosure_probe/default", metadata={"help": "results folder"})
 
@@ -58,12 +64,27 @@ class DisclosureConfig:
 PRESETS = {"default": {}, "smoke": {"n_probe": 4, "temperatures": (1.0, 0.0), "max_new": 4}}
 
 
+def asked(user, probes, openings: list[str], ask: str, discloses, seed: int) -> dict:
+    """Where an opening does not name the whole goal: the agent says ``ask``, the user replies once
+    (drawn from the probe's seed), and the share of those openings that, with the reply, name it."""
+    silent = [i for i, (r, p) in enumerate(zip(openings, probes)) if not discloses(r, p.goal)]
+    cases = [(probes[i].goal, [*probes[i].messages, {"role": "user", "content": openings[i]},
+                               {"role": "assistant", "content": ask}], seed + len(probes) + i) for i in silent]
+    if not silent:
+        return {"asked": 0, "whole goal after asking": None, "whole goal after asking low": None, "whole goal after asking high": None}
+    answers = replies(user, cases)
+    e = proportion_ci(sum(discloses(f"{openings[i]} {a}", probes[i].goal) for i, a in zip(silent, answers)), len(silent))
+    return {"asked": len(silent), "whole goal after asking": e.value, "whole goal after asking low": e.low,
+            "whole goal after asking high": e.high}
+
+
 def run(cfg: DisclosureConfig) -> list[dict]:
     data = load_taskmaster(cfg.data_dir or None, None, None, rng=numpy_rng(cfg.seed, "split"))
     builder, probeset = calibration_probes(data["tm4_raw"], data["tm4"][1], cfg.n_probe, cfg.seed)
     probes = probeset.disclosure
     stages = Path(cfg.stages)
-    cases = [("calibrated", "user_calibrated", None, None), ("held-out user model", "user_heldout", None, None)]
+    cases = [("calibrated", "user_calibrated", None, None), ("held-out user model", "user_heldout", None, None),
+             ("independent user model", "user_independent", None, None)]
     cases += [("prompted", "base", view, persona) for view in VIEWS for persona in cfg.personas]
     prog = Progress(len(cases) * len(cfg.temperatures), "disclosure_probe")
     rows = []
@@ -77,6 +98,8 @@ def run(cfg: DisclosureConfig) -> list[dict]:
                 k = sum(test(r, p.goal) for r, p in zip(openings, probes))
                 e = proportion_ci(k, len(probes))
                 row |= {measure: e.value, f"{measure} low": e.low, f"{measure} high": e.high}
+            if cfg.ask:
+                row |= asked(user, probes, openings, cfg.ask, builder.discloses, cfg.seed)
             rows.append(row | {"example opening": openings[0]})
             prog.update(note=f"{name} ({user.view}), t={t}: {row['names whole goal']:.3f}")
     out = Path(cfg.out_dir)

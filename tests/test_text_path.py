@@ -246,7 +246,13 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     from experiments import disclosure_probe
 
     rows = disclosure_probe.main(["--preset", "smoke", "--stages", str(stages), "--out-dir", str(tmp_path / "d")])
-    assert len(rows) == (2 + 2 * len(disclosure_probe.PERSONAS)) * 2 and (tmp_path / "d" / "disclosure.csv").exists()
+    assert len(rows) == (3 + 2 * len(disclosure_probe.PERSONAS)) * 2 and (tmp_path / "d" / "disclosure.csv").exists()
+    # asking after a silent opening: every silent opening is asked, and a share of them is reported
+    ask = disclosure_probe.main(["--preset", "smoke", "--stages", str(stages), "--out-dir", str(tmp_path / "d2"),
+                                 "--ask", "What would you like?", "--temperatures", "0"])
+    for r in ask:
+        assert r["asked"] == round(r["n"] * (1 - r["names whole goal"]))
+        assert r["whole goal after asking"] is None if r["asked"] == 0 else 0 <= r["whole goal after asking"] <= 1
     assert {r["view"] for r in rows if r["user model"] == "prompted"} == {"as_user", "flipped"}
     assert all(0 <= r["names whole goal"] <= 1 and r["n"] == 4 for r in rows)
     with pytest.raises(ValueError, match="--stages must be a real_dialogue run's stages/ folder"):
