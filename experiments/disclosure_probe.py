@@ -68,11 +68,10 @@ def asked(user, probes, openings: list[str], ask: str, discloses, seed: int) -> 
     """Where an opening does not name the whole goal: the agent says ``ask``, the user replies once
     (drawn from the probe's seed), and the share of those openings that, with the reply, name it."""
     silent = [i for i, (r, p) in enumerate(zip(openings, probes)) if not discloses(r, p.goal)]
-    cases = [(probes[i].goal, [*probes[i].messages, {"role": "user", "content": openings[i]},
-                               {"role": "assistant", "content": ask}], seed + len(probes) + i) for i in silent]
     if not silent:
         return {"asked": 0, "whole goal after asking": None, "whole goal after asking low": None, "whole goal after asking high": None}
-    answers = replies(user, cases)
+    answers = replies(user, [(probes[i].goal, [*probes[i].messages, {"role": "user", "content": openings[i]},
+                                               {"role": "assistant", "content": ask}], seed + len(probes) + i) for i in silent])
     e = proportion_ci(sum(discloses(f"{openings[i]} {a}", probes[i].goal) for i, a in zip(silent, answers)), len(silent))
     return {"asked": len(silent), "whole goal after asking": e.value, "whole goal after asking low": e.low,
             "whole goal after asking high": e.high}

@@ -310,7 +310,8 @@ def stage_needs(cfg: RealDialogueConfig) -> dict[tuple, tuple[tuple, ...]]:
     with_agent = (*users, ("agent_sft",))
     needs.update({(m,): users for m in MEASURES})
     for key in [("eval", "sft", s) for s in cfg.seeds] + [("eval_vs", sim, s) for sim in sims for s in cfg.seeds]:
-        needs[key] = with_agent + ((seed_free_source(cfg, key),) if seed_free_source(cfg, key) else ())
+        source = seed_free_source(cfg, key)
+        needs[key] = (*with_agent, source) if source else with_agent
     needs.update({("agent", a, s): with_agent for s in cfg.seeds for a in cfg.arms})
     needs.update({("eval", a, s): (*with_agent, ("agent", a, s)) for s in cfg.seeds for a in cfg.arms})
     return needs
