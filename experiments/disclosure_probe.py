@@ -15,7 +15,8 @@ whole calibration split. Outputs in ``--out-dir``: ``disclosure.json``, ``disclo
 
 ``--ask TEXT``: where an opening does not name the whole goal, the agent answers it with TEXT and
 the user model replies once; ``whole goal after asking`` is the share of those openings whose
-opening and reply together name it (what an agent that asks before ordering could learn).
+opening and reply together name it (what an agent that asks before ordering could learn); a reply
+that repeats the question earns nothing from it.
 """
 
 from __future__ import annotations
@@ -66,13 +67,16 @@ PRESETS = {"default": {}, "smoke": {"n_probe": 4, "temperatures": (1.0, 0.0), "m
 
 def asked(user, probes, openings: list[str], ask: str, discloses, seed: int) -> dict:
     """Where an opening does not name the whole goal: the agent says ``ask``, the user replies once
-    (drawn from the probe's seed), and the share of those openings that, with the reply, name it."""
+    (drawn from the probe's seed), and the share of those openings that, with the reply (less any
+    verbatim copy of ``ask``), name it."""
     silent = [i for i, (r, p) in enumerate(zip(openings, probes)) if not discloses(r, p.goal)]
     if not silent:
         return {"asked": 0, "whole goal after asking": None, "whole goal after asking low": None, "whole goal after asking high": None}
     answers = replies(user, [(probes[i].goal, [*probes[i].messages, {"role": "user", "content": openings[i]},
                                                {"role": "assistant", "content": ask}], seed + len(probes) + i) for i in silent])
-    e = proportion_ci(sum(discloses(f"{openings[i]} {a}", probes[i].goal) for i, a in zip(silent, answers)), len(silent))
+    # the question itself, repeated in a reply, states nothing (a user that parrots the agent earns 0)
+    e = proportion_ci(sum(discloses(f"{openings[i]} {a.replace(ask, ' ')}", probes[i].goal) for i, a in zip(silent, answers)),
+                      len(silent))
     return {"asked": len(silent), "whole goal after asking": e.value, "whole goal after asking low": e.low,
             "whole goal after asking high": e.high}
 

@@ -123,3 +123,32 @@ def test_orders_at_first_turn_reads_the_agents_first_turn_after_the_opening():
     tool = {"role": "tool", "content": json.dumps({"add_order_item": {"menu_item_id": "latte"}})}
     assert orders_at_first_turn([{"role": "system", "content": "s"}, user, {"role": "assistant", "content": "ok"}, tool, user]) is True
     assert orders_at_first_turn([order, user]) is None and orders_at_first_turn([user]) is None
+
+
+def test_asking_credits_a_user_that_states_its_goal_and_not_one_that_parrots_the_question():
+    """The --ask measure of experiments.disclosure_probe against users built to pass or fool it: one
+    that answers with its order is credited at every silent opening; one that repeats the agent's
+    question (which here names the whole goal) earns nothing; disclosed openings are not asked."""
+    from experiments.disclosure_probe import asked
+    from shiftbounds.conversations.tasks import Probe, Taskmaster4Probes
+
+    class Scripted:
+        def __init__(self, reply):
+            self.reply = reply
+
+        def reset(self, goal, *, seed=None):
+            self.goal = goal
+
+        def respond(self, messages):
+            return self.reply(self.goal, messages), False
+
+    goal = {"order": [{"item": "latte", "quantity": 1, "options": ["oat milk"]}]}
+    probes = [Probe(goal, ({"role": "assistant", "content": "hello"},)) for _ in range(3)]
+    openings = ["a latte please", "hi", "a latte with oat milk"]
+    ask = "A latte with oat milk?"
+    discloses = Taskmaster4Probes().discloses
+    truthful = asked(Scripted(lambda g, m: "a latte with oat milk"), probes, openings, ask, discloses, 0)
+    parrot = asked(Scripted(lambda g, m: m[-1]["content"]), probes, openings, ask, discloses, 0)
+    assert truthful["asked"] == parrot["asked"] == 2
+    assert truthful["whole goal after asking"] == 1.0 and parrot["whole goal after asking"] == 0.0
+    assert asked(Scripted(lambda g, m: ""), probes[2:], openings[2:], ask, discloses, 0)["whole goal after asking"] is None
