@@ -90,6 +90,16 @@ def _mixing(root: Path) -> Verdict:
     return Verdict("contradicted" if all(below) else "not significant", "; ".join(parts), "one bootstrap interval each (no family)")
 
 
+def _holm_ordering(rows: list[dict]) -> str:
+    """``supported`` where every row's Holm verdict puts the first arm of its ``difference`` above
+    the second, ``contradicted`` where every one puts it below, else ``not significant``."""
+    if all(r["holm verdict"] == r["difference"].replace(" - ", " > ") for r in rows):
+        return "supported"
+    if all(r["holm verdict"] == r["difference"].replace(" - ", " < ") for r in rows):
+        return "contradicted"
+    return "not significant"
+
+
 def _ordering(a: str, b: str) -> Callable[[Path], Verdict]:
     """``a > b`` on both tasks of the main job, after Holm over the run's family, in the run and its
     repeat; from the run alone (said in the family) where the shipped repeat predates an arm."""
@@ -101,15 +111,9 @@ def _ordering(a: str, b: str) -> Callable[[Path], Verdict]:
                            "the repeat (--seed 1) that a verdict needs is not shipped")
         repeat = {(r["task"], r["difference"]): r for r in _csv(root, f"{REPEAT}/paired.csv")}
         runs = [main, repeat] if all((t, key) in repeat for t in TASKS) else [main]
-        verdicts = [run[(t, key)]["holm verdict"] for run in runs for t in TASKS]
+        verdict = _holm_ordering([run[(t, key)] for run in runs for t in TASKS])
         numbers = "; ".join(f"{t} {_interval(main[(t, key)], 'mean', 'ci')}"
                             + (f" (repeat {_interval(repeat[(t, key)], 'mean', 'ci')})" if len(runs) == 2 else "") for t in TASKS)
-        if all(v == f"{a} > {b}" for v in verdicts):
-            verdict = "supported"
-        elif all(v == f"{a} < {b}" for v in verdicts):
-            verdict = "contradicted"
-        else:
-            verdict = "not significant"
         if len(runs) == 2:
             family = f"Holm over the run's {len(main)} and the repeat's {len(repeat)} comparisons (both tasks); run and repeat (--seed 1)"
         else:
@@ -205,9 +209,7 @@ def _real_dialogue_above_sft(user: str, how: str):
     configuration and seeds, rounded otherwise) both call it."""
     def verdict(root: Path) -> Verdict:
         found = [_paired_row(root, folder, user, "calibrated - sft") for folder in (REAL, REAL_ONE_PROCESS)]
-        holm = {r["holm verdict"] for r, _ in found}
-        v = {"calibrated > sft": "supported", "calibrated < sft": "contradicted"}.get(holm.pop(), "not significant") \
-            if len(holm) == 1 else "not significant"
+        v = _holm_ordering([r for r, _ in found])
         n = int(found[0][0]["n"])
         numbers = "; ".join(f"{label} {_paired_text(r)}" for label, (r, _) in zip(("run", "one-process run"), found))
         return Verdict(v, numbers, f"{_family_words(found[0][1])} against {how} in each run; {n} fresh seeds each (smallest "
@@ -254,9 +256,7 @@ def _real_dialogue(root: Path) -> Verdict:
     supported where both orderings survive, contradicted where both reverse."""
     found = [_paired_row(root, REAL_PAPER, "held-out user model", f"calibrated - {arm}") for arm in ("static", "interactive_prompted")]
     rows, family, n = [r for r, _ in found], found[0][1], int(found[0][0]["n"])
-    won = [r["holm verdict"] == r["difference"].replace(" - ", " > ") for r in rows]
-    lost = [r["holm verdict"] == r["difference"].replace(" - ", " < ") for r in rows]
-    verdict = "supported" if all(won) else "contradicted" if all(lost) else "not significant"
+    verdict = _holm_ordering(rows)
     numbers = "; ".join(f"{r['difference'].split(' - ')[1]} {_paired_text(r)}" for r in rows)
     return Verdict(verdict, numbers, f"{_family_words(family)} against the held-out user model (each arm against the SFT agent, "
                    f"Calibrated against the other two); {n} seeds (smallest sign-flip p {2 / 2 ** n:.4f}); configuration frozen "
