@@ -100,6 +100,21 @@ def test_clopper_pearson_matches_scipy_and_stays_in_the_unit_interval(kn):
 
 
 @settings(max_examples=80, deadline=None)
+@given(st.integers(2, 2000).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n))))
+@example((0, 1))
+@example((1, 1))
+@example((1656, 1656))  # a share of 1 over many trials: the upper bound rounded to 1 + 2e-16 before it was clipped
+@example((0, 1656))
+def test_wilson_matches_scipy_and_stays_in_the_unit_interval(kn):
+    k, n = kn
+    e = stats.proportion_ci(k, n)
+    ref = binomtest(k, n).proportion_ci(method="wilson")
+    assert e.low == pytest.approx(ref.low, abs=1e-10) and e.high == pytest.approx(ref.high, abs=1e-10)
+    assert 0.0 <= e.low <= e.value <= e.high <= 1.0
+    assert (e.low == 0.0) == (k == 0) and (e.high == 1.0) == (k == n)
+
+
+@settings(max_examples=80, deadline=None)
 @given(st.lists(st.tuples(st.booleans(), st.booleans()), min_size=2, max_size=30))
 @example([(True, True), (False, False)])  # no discordant pair: p = 1
 @example([(True, False)] * 6)  # six discordant pairs one way: p = 2 / 64

@@ -66,7 +66,10 @@ def proportion_ci(successes: int, n: int, level: float = 0.95) -> Estimate:
     p = successes / n
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
-    return Estimate(p, float(centre - half), float(centre + half), level)
+    # at k = 0 (k = n) the lower (upper) bound is 0 (1) exactly, which rounding would miss by an ulp
+    low = 0.0 if successes == 0 else float(centre - half)
+    high = 1.0 if successes == n else float(centre + half)
+    return Estimate(p, low, high, level)
 
 
 def _bootstrap_slope(u: np.ndarray, v: np.ndarray, n_boot: int, level: float, *,
