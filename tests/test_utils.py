@@ -72,6 +72,33 @@ def test_guard_resume_refuses_another_thread_count_where_it_changes_results(tmp_
         torch.set_num_threads(before)
 
 
+def test_guard_resume_warns_and_keeps_the_environment_when_a_folder_moves_machine(tmp_path, monkeypatch):
+    """GIVEN a folder started on one CPU WHEN it is resumed on another THEN the resume goes on, warns
+    naming the saved and current CPU, and keeps the earlier environment; the same machine is silent."""
+    import warnings
+
+    from shiftbounds.utils import io
+
+    cfg = {"steps": 10}
+    here = io.run_environment()
+    guard_resume(tmp_path, cfg)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        guard_resume(tmp_path, cfg)  # the same machine: no warning
+    assert "earlier_environments" not in read_json(tmp_path / "config.json")
+    monkeypatch.setattr(io, "run_environment", lambda: {**here, "cpu_model": "Another CPU"})
+    with pytest.warns(UserWarning, match=r"cpu_model: saved .*, now 'Another CPU'"):
+        guard_resume(tmp_path, cfg)
+    saved = read_json(tmp_path / "config.json")
+    assert saved["environment"]["cpu_model"] == "Another CPU"
+    assert [e["cpu_model"] for e in saved["earlier_environments"]] == [here["cpu_model"]]
+    monkeypatch.setattr(io, "run_environment", lambda: {**here, "cpu_model": "Another CPU", "torch_threads": 7})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        guard_resume(tmp_path, cfg)  # the thread count alone does not move a one-thread run's rounding
+    assert len(read_json(tmp_path / "config.json")["earlier_environments"]) == 1
+
+
 def test_csv_and_markdown(tmp_path):
     rows = [{"a": 1, "b": 0.123456}, {"a": 2, "c": "x"}]
     text = write_csv(tmp_path / "t.csv", rows).read_text()

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import tempfile
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, fields, is_dataclass
 from pathlib import Path
@@ -201,6 +202,11 @@ class StaleFolderError(ValueError):
     """A results folder holds results computed under other settings (raised by :func:`guard_resume`)."""
 
 
+# what a run's rounding depends on beyond its settings and thread count: a folder resumed where one of
+# these differs is reused with a warning, and the earlier environment is kept
+ROUNDING_ENVIRONMENT = ("cpu_model", "torch_cpu_capability", "cuda_device", "numpy", "torch", "transformers", "trl")
+
+
 def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] = (), environment: Iterable[str] = (),
                  legacy: Mapping[str, Any] | None = None) -> Path:
     """Open ``folder`` for a run of ``config``: refuse it when it was made under settings that change
@@ -215,7 +221,9 @@ def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] =
     too and must match the saved ones (``"torch_threads"`` for a run that trains in one process on
     several threads: torch's rounding depends on the thread count). ``legacy`` maps a setting added
     after some folders were made to the value those folders were computed with (their
-    ``config.json`` lacks it). This is the one guard of every experiment; a folder without a
+    ``config.json`` lacks it). A folder made on another CPU model or other package versions
+    (:data:`ROUNDING_ENVIRONMENT`) is reused with a warning, since rounding may differ, and its
+    earlier environment is kept in ``config.json`` under ``earlier_environments``. This is the one guard of every experiment; a folder without a
     ``config.json`` is adopted. Temporary files of atomic writes that a killed run left behind
     (``.<name>.<random>.tmp``, never a result) are removed.
     """
@@ -223,12 +231,13 @@ def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] =
     full = asdict(config) if is_dataclass(config) and not isinstance(config, type) else dict(config)
     skip = _skipped(config, ignore)
     now = {k: v for k, v in _jsonable(full).items() if k not in skip}
+    env_now, earlier = run_environment(), []
     if path.exists():
         saved_all = read_json(path)
         saved_cfg = saved_all["config"] if isinstance(saved_all.get("config"), Mapping) else saved_all
         saved = {k: v for k, v in {**_jsonable(dict(legacy or {})), **saved_cfg}.items() if k not in skip}  # as JSON reads it
         changed = sorted(k for k in set(now) | set(saved) if now.get(k) != saved.get(k))
-        env_saved, env_now = saved_all.get("environment") or {}, run_environment() if environment else {}
+        env_saved = saved_all.get("environment") or {}
         for k in sorted(k for k in environment if k in env_saved and env_saved[k] != env_now.get(k)):
             changed.append(k)
             saved[k], now[k] = env_saved[k], env_now.get(k)
@@ -236,7 +245,15 @@ def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] =
             diffs = ", ".join(f"{k}: saved {saved.get(k)!r}, now {now.get(k)!r}" for k in changed)
             raise StaleFolderError(f"{folder} holds results computed under other settings ({diffs}); "
                              "pass a fresh --out-dir or delete that folder to start over")
+        earlier = list(saved_all.get("earlier_environments") or [])
+        moved = [k for k in ROUNDING_ENVIRONMENT if k in env_saved and env_saved[k] != env_now.get(k)]
+        if moved:
+            earlier.append(env_saved)
+            diffs = ", ".join(f"{k}: saved {env_saved[k]!r}, now {env_now.get(k)!r}" for k in moved)
+            warnings.warn(f"{folder} was started on another machine or software ({diffs}); what it saved is reused, and "
+                          "what is computed here may round differently, so its results need not be the bytes one "
+                          "uninterrupted run on either gives (the earlier environment is kept in config.json)", stacklevel=2)
     for orphan in Path(folder).rglob(".*.tmp"):  # from atomic_replace of a killed process
         orphan.unlink()
-    write_json(path, {"config": full, "environment": run_environment()})
+    write_json(path, {"config": full, "environment": env_now, **({"earlier_environments": earlier} if earlier else {})})
     return path
