@@ -181,10 +181,10 @@ REAL = "results/real_dialogue/cpu"
 REAL_ONE_PROCESS = "results/real_dialogue/cpu_one_process"  # the same preset computed in one process on two threads
 REAL_PAPER = "results/real_dialogue/paper"  # the paper's comparison: --preset paper on the cpu run's stages
 REAL_OPENING = "results/real_dialogue/cpu_logged_opening"  # the second confirmatory run: development configuration M
+REAL_POWERED = "results/real_dialogue/cpu_every_goal"  # the cpu preset on every held-out goal, eight fresh seeds
 # confirmatory RL runs on the held-out goals (the cpu preset's, M's, the paper preset's and the powered
 # run's): Bonferroni over their primary tests
 CONFIRMATORY_RUNS = 4
-REAL_POWERED = "results/real_dialogue/cpu_every_goal"  # the cpu preset on every held-out goal, eight fresh seeds
 
 
 def _family_words(family: int) -> str:
