@@ -30,7 +30,8 @@ outputs are the same bytes on any number of cores):
    RL (logged contexts), Interactive RL against the rule-based and the prompted simulator, and
    Calibrated Interactive RL (and, with ``--arms calibrated_opening``, Calibrated Interactive RL
    whose simulator opens with the training dialogue's logged human request; ``calibrated_half_opening``:
-   in half the dialogues, drawn per dialogue), all with one ``GRPOConfig``, paid by goal success (the order placed
+   in half the dialogues, drawn per dialogue; with ``--rl-split calibration``, RL trains on the
+   calibration split's dialogues, requests no agent or simulator learned from), all with one ``GRPOConfig``, paid by goal success (the order placed
    is exactly the goal's); every agent is evaluated against two evaluation users — the held-out user
    model, and the same model with a rule that rejects a wrong order it would accept — and against
    its training simulator (the sim-to-real gap), where the SFT agent is evaluated too (what RL
@@ -71,6 +72,7 @@ from shiftbounds.conversations.calibration import CalibrationConfig, TrainingCon
 from shiftbounds.conversations.measures import logged_confirmations
 from shiftbounds.conversations.models import METADATA
 from shiftbounds.conversations.paradigms import SYSTEM, ParadigmConfig
+from shiftbounds.conversations.records import Conversation
 from shiftbounds.conversations.simulators import VIEWS
 from shiftbounds.conversations.taskmaster_study import ARMS, EVAL_USERS, PAPER_ARMS
 from shiftbounds.conversations.tasks import (
@@ -141,6 +143,11 @@ class RealDialogueConfig:
     n_eval: int = field(default=128, metadata={"help": "goals per evaluation"})
     eval_split: str = field(default="held-out", metadata={"help": "split the evaluation goals come from: held-out, or calibration "
                                                                   "for development runs (choosing settings without the held-out goals)"})
+    rl_split: str = field(default="train", metadata={"help": "split whose dialogues (goals, and logged openings for the arms that "
+                                                              "open with them) RL trains on: train (the split the SFT agent and the "
+                                                              "calibrated simulator learned from), or calibration (requests no agent or "
+                                                              "simulator was trained on; with --eval-split calibration, the dialogues "
+                                                              "after the evaluation goals)"})
     seeds: tuple[int, ...] = field(default=(0, 1, 2, 3, 4), metadata={
         "help": "RL and evaluation seeds (paired across arms; each seed's stages are its own, so seeds can be added to a saved run)",
         "resume": False})
@@ -188,6 +195,8 @@ class RealDialogueConfig:
             raise ValueError(f"--user-view must be one of {', '.join(VIEWS)}; got {self.user_view!r}")
         if self.eval_split not in ("held-out", "calibration"):
             raise ValueError(f"--eval-split must be held-out or calibration; got {self.eval_split!r}")
+        if self.rl_split not in ("train", "calibration"):
+            raise ValueError(f"--rl-split must be train or calibration; got {self.rl_split!r}")
         if self.workers < 0:
             raise ValueError(f"--workers must be >= 0 (0: every core); got {self.workers}")
         for k in ("independent_vocab_size", "independent_d_model", "independent_n_layer", "independent_pretrain_steps"):
@@ -258,8 +267,8 @@ def memory_estimate(cfg: RealDialogueConfig) -> dict:
 
 
 # settings added after runs were made, at the values those runs were made with: the one view before
-# --user-view; one process on --threads before --one-thread
-LEGACY = {"user_view": "flipped", "one_thread": False, "curve_every": 0, "curve_users": ()}
+# --user-view; one process on --threads before --one-thread; the train split before --rl-split
+LEGACY = {"user_view": "flipped", "one_thread": False, "curve_every": 0, "curve_users": (), "rl_split": "train"}
 USER_MODELS = ("user_calibrated", "user_heldout", "user_calibrated_tm3", "user_independent")
 MEASURES = ("realism", "discriminator", "sycophancy", "logged_confirmations")
 CHECKPOINT_CURVE = "goal success at checkpoints (greedy, evaluation goals)"
@@ -317,6 +326,22 @@ def stage_needs(cfg: RealDialogueConfig) -> dict[tuple, tuple[tuple, ...]]:
     return needs
 
 
+def rl_dialogues(cfg: RealDialogueConfig, train: Sequence[Conversation], calib: Sequence[Conversation]) -> list[Conversation]:
+    """The dialogues RL trains on (``--rl-split``): the train split; or the calibration split, less
+    the evaluation goals where those come from it (its first ``--n-eval`` dialogues).
+
+    Raises:
+        ValueError: the calibration split has no dialogue after the evaluation goals.
+    """
+    if cfg.rl_split == "train":
+        return list(train)
+    pool = list(calib[cfg.n_eval:] if cfg.eval_split == "calibration" else calib)
+    if not pool:
+        raise ValueError(f"--rl-split calibration with --eval-split calibration needs --n-eval below the split's "
+                         f"{len(calib)} dialogues; got {cfg.n_eval}")
+    return pool
+
+
 class Stages:
     """Every stage of one run, computed from the stages it needs (or loaded where saved) by key
     (:func:`stage_name`): the main process walks them in order; a worker computes one."""
@@ -331,6 +356,7 @@ class Stages:
                                            seed=cfg.seed, view=cfg.user_view)
         self.base_cfg = TrainingConfig(steps=cfg.pretrain_steps, batch=cfg.batch, lr=cfg.lr, max_length=cfg.max_len, seed=cfg.seed)
         self.goals = study.evaluation_goals(self.held if cfg.eval_split == "held-out" else self.calib, cfg.n_eval)
+        self.rl_dialogues = rl_dialogues(cfg, self.train, self.calib)
 
     @functools.cached_property
     def users(self) -> dict:
@@ -385,7 +411,7 @@ class Stages:
     def agent(self, arm: str, seed: int) -> Path:
         """The RL agent of ``arm`` at ``seed``, trained from the SFT agent."""
         return self.st.folder_stage(stage_name(("agent", arm, seed)), lambda f: study.train_arm(
-            arm, self.folder("agent_sft"), self.train, self.users, self.cfg.paradigm_config(seed), f, self.cfg.sim_temperature,
+            arm, self.folder("agent_sft"), self.rl_dialogues, self.users, self.cfg.paradigm_config(seed), f, self.cfg.sim_temperature,
             self.curve(seed)))
 
     def curve(self, seed: int) -> dict | None:
@@ -560,7 +586,7 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
             "note": "The evaluation users are models of people, not people: a user model trained on the held-out split "
                     "of human dialogues, the same model with a rule that rejects a wrong order it would accept, and an "
                     "independent user model (another base model's size, tokenizer, seed and pretraining corpus, trained on "
-                    f"the same held-out split). Evaluation goals: the {cfg.eval_split} split."}
+                    f"the same held-out split). Evaluation goals: the {cfg.eval_split} split. RL dialogues: the {cfg.rl_split} split."}
 
 
 def write_outputs(out: Path, results: dict, seconds: dict, call: dict | None = None) -> None:

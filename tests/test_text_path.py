@@ -455,3 +455,23 @@ def test_real_dialogue_calibrated_opening_arm_trains_on_logged_openings(tmp_path
     own = [p for p in res["paired"] if p["evaluation user"].startswith("its training simulator")]
     assert [(p["evaluation user"], p["difference"]) for p in own] == [(f"its training simulator ({LOGGED_CALIBRATED})",
                                                                       "calibrated_opening - sft")]
+
+
+def test_real_dialogue_rl_split_trains_on_calibration_dialogues_outside_the_evaluation_goals():
+    """``--rl-split``: the train split by default; the calibration split, less its first ``--n-eval``
+    dialogues where the evaluation goals come from it (never an evaluation goal), all of it where
+    they come from the held-out split; a split with nothing left, or an unknown split, is refused by name."""
+    from experiments import real_dialogue
+
+    train, calib = [f"t{i}" for i in range(5)], [f"c{i}" for i in range(6)]
+    cfg = real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "n_eval": 4})
+    assert real_dialogue.rl_dialogues(cfg, train, calib) == train
+    on_calib = real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "n_eval": 4, "rl_split": "calibration"})
+    assert real_dialogue.rl_dialogues(on_calib, train, calib) == calib
+    dev = real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "n_eval": 4, "rl_split": "calibration",
+                                              "eval_split": "calibration"})
+    assert real_dialogue.rl_dialogues(dev, train, calib) == ["c4", "c5"]
+    with pytest.raises(ValueError, match="needs --n-eval below the split's 6 dialogues; got 6"):
+        real_dialogue.rl_dialogues(real_dialogue.RealDialogueConfig(**{**vars(dev), "n_eval": 6}), train, calib)
+    with pytest.raises(ValueError, match="--rl-split must be train or calibration; got 'held-out'"):
+        real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "rl_split": "held-out"})
