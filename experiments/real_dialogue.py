@@ -287,19 +287,32 @@ def stage_name(key: tuple) -> str:
     return f"{kind}_{rest[0]}_seed{rest[1]}" if rest else kind
 
 
+SFT_PLUS = "sft_plus_calibration"
+"""The baseline of a run whose RL trains on the calibration split (``--rl-split calibration``): the SFT
+recipe on the train split and the calibration dialogues RL trains on, logged agent turns included
+(the simplest use of the logs RL is given, with more of them than RL reads)."""
+
+
+def baselines(cfg: RealDialogueConfig) -> tuple[str, ...]:
+    """The agents besides the SFT agent that the RL arms are compared against: :data:`SFT_PLUS` when RL
+    trains on the calibration split."""
+    return (SFT_PLUS,) if cfg.rl_split == "calibration" else ()
+
+
 SEEDED_SIMULATORS = ("rule-based", study.HALF_LOGGED_CALIBRATED)
 """Training simulators that draw per dialogue even when every LM decodes greedily."""
 
 
 def seed_free_source(cfg: RealDialogueConfig, key: tuple) -> tuple | None:
-    """For an evaluation of the SFT agent (``("eval", "sft", seed)`` or ``("eval_vs", sim, seed)``)
+    """For an evaluation of the SFT agent or a baseline (``("eval", "sft", seed)``, ``("eval", SFT_PLUS, seed)``
+    or ``("eval_vs", sim, seed)``)
     that draws nothing (:attr:`RealDialogueConfig.greedy_evaluation`, and a simulator outside
     :data:`SEEDED_SIMULATORS`), at a seed after the first: the first seed's stage, whose dialogues
     it repeats and whose file it copies. Otherwise (and for any other stage) ``None``: it is computed."""
     if len(key) != 3 or key[0] not in ("eval", "eval_vs"):
         return None
     kind, name, seed = key
-    seed_free = (kind, name) == ("eval", "sft") or (kind == "eval_vs" and name not in SEEDED_SIMULATORS)
+    seed_free = (kind == "eval" and name in ("sft", *baselines(cfg))) or (kind == "eval_vs" and name not in SEEDED_SIMULATORS)
     if not (cfg.greedy_evaluation and seed_free) or seed == cfg.seeds[0]:
         return None
     return kind, name, cfg.seeds[0]
@@ -309,18 +322,20 @@ def stage_needs(cfg: RealDialogueConfig) -> dict[tuple, tuple[tuple, ...]]:
     """Every stage of the run (keys as :func:`stage_name` reads them), in an order that computes each
     after the stages it needs, mapped to those: the base models; the user models and the SFT agent
     from them; the measurements, the SFT agent's evaluations and the RL agents, each needing every
-    user model (the simulators are loaded together); each RL agent's evaluation."""
+    user model (the simulators are loaded together); each RL agent's evaluation; the baselines
+    (:func:`baselines`) and their evaluations."""
     sims = sorted({ARMS[a][1] for a in cfg.arms} - {None})
     base = () if cfg.base_model else (("base",),)
     users = (*base, *((u,) for u in USER_MODELS))
     needs: dict[tuple, tuple[tuple, ...]] = {**{b: () for b in base}, ("base_independent",): ()}
     needs.update({(u,): (("base_independent",),) if u == "user_independent" else base for u in USER_MODELS})
-    needs[("agent_sft",)] = base
+    needs.update({(f"agent_{a}",): base for a in ("sft", *baselines(cfg))})
     with_agent = (*users, ("agent_sft",))
     needs.update({(m,): users for m in MEASURES})
-    for key in [("eval", "sft", s) for s in cfg.seeds] + [("eval_vs", sim, s) for sim in sims for s in cfg.seeds]:
+    for key in [("eval", a, s) for a in ("sft", *baselines(cfg)) for s in cfg.seeds] + [("eval_vs", sim, s) for sim in sims for s in cfg.seeds]:
         source = seed_free_source(cfg, key)
-        needs[key] = (*with_agent, source) if source else with_agent
+        agent = (f"agent_{key[1]}",) if key[0] == "eval" and key[1] != "sft" else ()
+        needs[key] = tuple(n for n in (*with_agent, agent, source) if n)
     needs.update({("agent", a, s): with_agent for s in cfg.seeds for a in cfg.arms})
     needs.update({("eval", a, s): (*with_agent, ("agent", a, s)) for s in cfg.seeds for a in cfg.arms})
     return needs
@@ -373,7 +388,7 @@ class Stages:
 
     def folder(self, name: str) -> Path:
         """A model stage's folder: ``base`` (or ``--base-model``), ``base_independent``, a user model,
-        ``agent_sft``; computed if not saved."""
+        ``agent_sft``, a baseline's ``agent_<name>`` (:func:`baselines`); computed if not saved."""
         cfg, st = self.cfg, self.st
         if name == "base":
             return Path(cfg.base_model) if cfg.base_model else st.folder_stage("base", lambda f: study.make_base(
@@ -389,6 +404,8 @@ class Stages:
                 persona=self.users_cfg.persona, goal_annotated=cfg.goal_annotated, seed=independent))
         if name == "agent_sft":
             return st.folder_stage(name, lambda f: sft_agent(self.train, self.folder("base"), f, self.sft, SYSTEM))
+        if name == f"agent_{SFT_PLUS}":
+            return st.folder_stage(name, lambda f: sft_agent(self.train + self.rl_dialogues, self.folder("base"), f, self.sft, SYSTEM))
         convs, base, ucfg = {"user_calibrated": (self.train, "base", self.users_cfg),
                              "user_heldout": (self.held, "base", self.users_cfg),
                              "user_calibrated_tm3": (self.tm3_train, "base", self.users_cfg),
@@ -426,12 +443,13 @@ class Stages:
         evaluation users, and an RL arm's training simulator)."""
         cfg = self.cfg
         key = key or ("eval", arm, seed)
-        source = seed_free_source(cfg, key) if arm == "sft" else None
+        fixed = arm in ("sft", *baselines(cfg))  # an agent that is the same at every seed
+        source = seed_free_source(cfg, key) if fixed else None
         if source:  # the same dialogues as at the first seed: its file
             return self.st.json(stage_name(key), lambda: self.evaluation(arm, source[2], names, source))
         sim = ARMS.get(arm, (None, None))[1]
         names = names or EVAL_USERS + ((sim,) if sim else ())
-        folder = self.folder("agent_sft") if arm == "sft" else self.agent(arm, seed)
+        folder = self.folder(f"agent_{arm}") if fixed else self.agent(arm, seed)
         return self.st.json(stage_name(key), lambda: study.evaluate(
             folder, self.users, names, self.goals, seed=seed, turns=cfg.turns, max_new=cfg.max_new, temperature=cfg.eval_temperature))
 
@@ -489,6 +507,7 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
     sims = sorted({ARMS[a][1] for a in cfg.arms} - {None})  # the starting point against each arm's training simulator
     runs = [{"arm": "sft", "seed": seed, **done["eval", "sft", seed], **{k: v for sim in sims for k, v in done["eval_vs", sim, seed].items()}}
             for seed in cfg.seeds]
+    runs += [{"arm": b, "seed": seed, **done["eval", b, seed]} for b in baselines(cfg) for seed in cfg.seeds]
     for seed in cfg.seeds:
         for arm in cfg.arms:
             meta = json.loads((done["agent", arm, seed] / METADATA).read_text())
@@ -502,10 +521,11 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
     return results
 
 
-def comparisons(arms: Sequence[str]) -> list[tuple[str, str]]:
-    """The family of paired comparisons per evaluation user: every RL arm against the SFT agent, and
-    Calibrated Interactive RL (when trained) against every other arm."""
-    return [(a, "sft") for a in arms] + [("calibrated", a) for a in arms if a != "calibrated" and "calibrated" in arms]
+def comparisons(arms: Sequence[str], against: Sequence[str] = ()) -> list[tuple[str, str]]:
+    """The family of paired comparisons per evaluation user: every RL arm against the SFT agent and
+    against each baseline in ``against``, and Calibrated Interactive RL (when trained) against every other arm."""
+    return ([(a, "sft") for a in arms] + [(a, b) for a in arms for b in against]
+            + [("calibrated", a) for a in arms if a != "calibrated" and "calibrated" in arms])
 
 
 def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, training: list[dict] | None = None,
@@ -521,7 +541,7 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
     ``curves`` and the checkpoint curves' means ``checkpoints`` as saved, when retabulating) and, per arm, the runs in which no group ever had
     reward variance (no policy gradient: the agent is its start)."""
     by = {(r["arm"], r["seed"]): r for r in runs}
-    arms = ["sft", *cfg.arms]
+    arms = ["sft", *baselines(cfg), *cfg.arms]
     users = [u for u in EVAL_USERS if all(u in by[a, s] for a in arms for s in cfg.seeds)]  # a run from before a user existed has fewer
     table, paired = [], []
     for arm in arms:
@@ -543,7 +563,7 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
                 row[f"sim-to-real gap ({label})"] = gap["mean"]
                 row[f"sim-to-real gap ({label}) 95% CI"] = f"[{gap['low']:.3f}, {gap['high']:.3f}]"
         table.append(row)
-    pairs = comparisons(cfg.arms)
+    pairs = comparisons(cfg.arms, baselines(cfg))
     for user in users:
         rows = [{"evaluation user": user, **paired_difference(np.array([by[a, s][user]["mean"] for s in cfg.seeds]),
                                                               np.array([by[b, s][user]["mean"] for s in cfg.seeds]), (a, b))}

@@ -461,6 +461,8 @@ def test_real_dialogue_rl_split_trains_on_calibration_dialogues_outside_the_eval
     """``--rl-split``: the train split by default; the calibration split, less its first ``--n-eval``
     dialogues where the evaluation goals come from it (never an evaluation goal), all of it where
     they come from the held-out split; a split with nothing left, or an unknown split, is refused by name."""
+    from dataclasses import replace
+
     from experiments import real_dialogue
 
     train, calib = [f"t{i}" for i in range(5)], [f"c{i}" for i in range(6)]
@@ -475,3 +477,28 @@ def test_real_dialogue_rl_split_trains_on_calibration_dialogues_outside_the_eval
         real_dialogue.rl_dialogues(real_dialogue.RealDialogueConfig(**{**vars(dev), "n_eval": 6}), train, calib)
     with pytest.raises(ValueError, match="--rl-split must be train or calibration; got 'held-out'"):
         real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "rl_split": "held-out"})
+    # the baseline that imitates the same logs: its own SFT stage, evaluated once and copied to the later seeds,
+    # and every arm compared against it beside the SFT agent; none without --rl-split calibration
+    needs = real_dialogue.stage_needs(replace(on_calib, user_temperature=0.0))  # greedy: the same dialogues at every seed
+    plus = real_dialogue.SFT_PLUS
+    assert needs[(f"agent_{plus}",)] == needs[("agent_sft",)] and real_dialogue.baselines(cfg) == ()
+    assert (f"agent_{plus}",) in needs[("eval", plus, 0)] and needs[("eval", plus, 1)][-1] == ("eval", plus, 0)
+    assert not any(plus in str(k) for k in real_dialogue.stage_needs(cfg))
+    assert real_dialogue.comparisons(("calibrated_opening",), (plus,)) == [("calibrated_opening", "sft"), ("calibrated_opening", plus)]
+
+
+@needs_data
+def test_real_dialogue_rl_on_the_calibration_split_reports_the_baseline_that_imitates_those_logs(tmp_path):
+    """A run with ``--rl-split calibration``: the baseline's SFT saw the train and calibration dialogues
+    (the SFT agent the train split's), both rows are tabulated, and the arm is paired against each."""
+    from experiments import real_dialogue
+
+    out = tmp_path / "r"
+    res = real_dialogue.main(["--preset", "smoke", "--arms", "calibrated_opening", "--rl-split", "calibration", "--out-dir", str(out)])
+    plus = real_dialogue.SFT_PLUS
+    seen = {a: json.loads((out / "stages" / f"agent_{a}" / "shiftbounds.json").read_text())["n_conversations"] for a in ("sft", plus)}
+    assert seen[plus] > seen["sft"] > 0
+    assert [row["arm"] for row in res["table"]] == ["sft", plus, "calibrated_opening"]
+    held = {r["difference"] for r in res["paired"] if r["evaluation user"] == "held-out user model"}
+    assert held == {"calibrated_opening - sft", f"calibrated_opening - {plus}"}
+    assert "RL dialogues: the calibration split" in res["note"]
