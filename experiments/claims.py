@@ -222,12 +222,12 @@ def _real_dialogue_above_sft(user: str, how: str):
     return verdict
 
 
-def _confirmatory_primary(folder: str, arm: str, note: str):
-    """A confirmatory run's primary test: ``arm`` against the SFT agent against the held-out user
-    model (exact sign-flip test over the seeds), at 0.05 divided by the number of confirmatory RL
-    runs on the held-out goals."""
+def _confirmatory_primary(folder: str, arm: str, note: str, user: str = "held-out user model"):
+    """A confirmatory run's primary test: ``arm`` against the SFT agent as ``user`` (its stated primary
+    evaluation user) scores them (exact sign-flip test over the seeds), at 0.05 divided by the number
+    of confirmatory RL runs on the held-out goals."""
     def verdict(root: Path) -> Verdict:
-        r, _ = _paired_row(root, folder, "held-out user model", f"{arm} - sft")
+        r, _ = _paired_row(root, folder, user, f"{arm} - sft")
         alpha, mean, p, n = 0.05 / CONFIRMATORY_RUNS, float(r["mean"]), float(r["p"]), int(r["n"])
         v = "not significant" if p > alpha or mean == 0 else ("supported" if mean > 0 else "contradicted")
         return Verdict(v, _paired_text(r),
@@ -237,14 +237,14 @@ def _confirmatory_primary(folder: str, arm: str, note: str):
     return verdict
 
 
-def _real_dialogue_curves(folder: str):
-    """A run's checkpoint curves (``--curve-every``): Calibrated Interactive RL's greedy goal success
-    against its training simulator on the evaluation goals, fitted per goal; supported where the
-    rise's interval lies above 0 in more than half of the seeds, contradicted where it lies below 0
-    in more than half."""
+def _real_dialogue_curves(folder: str, arm: str = "calibrated"):
+    """A run's checkpoint curves (``--curve-every``): the ``arm`` agent's greedy goal success against
+    its training simulator on the evaluation goals, fitted per goal; supported where the rise's
+    interval lies above 0 in more than half of the seeds, contradicted where it lies below 0 in more
+    than half."""
     def verdict(root: Path) -> Verdict:
         rows = [r for r in _csv(root, f"{folder}/training.csv")
-                if r["arm"] == "calibrated" and r["curve"] == "goal success at checkpoints (greedy, evaluation goals)"]
+                if r["arm"] == arm and r["curve"] == "goal success at checkpoints (greedy, evaluation goals)"]
         if not rows:
             return Verdict("untested", "", f"{folder}/training.csv holds no checkpoint curve (--curve-every)")
         up = sum(float(r["rise_low"]) > 0 for r in rows)
