@@ -94,25 +94,29 @@ def test_the_real_dialogue_row_reads_the_held_out_users_holm_verdict(tmp_path, h
     assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == "not significant"
 
 
-CONFIRMATORY = [(claims.REAL_OPENING, "calibrated_opening", "On real dialogues (Taskmaster-4), Calibrated Interactive RL "
+HELD, LOGGED = "held-out user model", "logged opening, then held-out model + rule"
+CONFIRMATORY = [(claims.REAL_OPENING, "calibrated_opening", HELD, "On real dialogues (Taskmaster-4), Calibrated Interactive RL "
                  "whose simulator opens with the logged human request ends above the SFT agent it starts from"),
-                (claims.REAL_POWERED, "calibrated", "On real dialogues (Taskmaster-4), Calibrated Interactive RL ends above "
-                 "the SFT agent it starts from (powered: every held-out goal, eight fresh seeds)")]
+                (claims.REAL_POWERED, "calibrated", HELD, "On real dialogues (Taskmaster-4), Calibrated Interactive RL ends above "
+                 "the SFT agent it starts from (powered: every held-out goal, eight fresh seeds)"),
+                (claims.REAL_CALIBRATION, "calibrated_opening", LOGGED, "On real dialogues (Taskmaster-4), Calibrated Interactive "
+                 "RL trained on people's requests that no model learned from (the logged request, then the calibrated "
+                 "simulator) ends above the SFT agent against people's logged requests (every held-out goal, ten fresh seeds)")]
 
 
-@pytest.mark.parametrize("folder, arm, target", CONFIRMATORY, ids=["logged_opening", "every_goal"])
+@pytest.mark.parametrize("folder, arm, user, target", CONFIRMATORY, ids=["logged_opening", "every_goal", "rl_on_calibration"])
 @pytest.mark.parametrize("mean, p, verdict", [(0.02, 0.0078, "supported"), (0.02, 0.03, "not significant"),
-                                              (0.02, 0.0156, "not significant"), (-0.02, 0.0078, "contradicted"),
+                                              (0.02, 0.0117, "not significant"), (-0.02, 0.0078, "contradicted"),
                                               (0.0, 1.0, "not significant")])
-def test_a_confirmatory_row_needs_p_below_the_bonferroni_bar(tmp_path, folder, arm, target, mean, p, verdict):
-    """A confirmatory run's row is decided by its held-out-user test at 0.05 over the number of
-    confirmatory runs (four): a p of 0.0156, below 0.05 / 2 but above 0.05 / 4, is not
+def test_a_confirmatory_row_needs_p_below_the_bonferroni_bar(tmp_path, folder, arm, user, target, mean, p, verdict):
+    """A confirmatory run's row is decided by its primary evaluation user's test at 0.05 over the
+    number of confirmatory runs (five): a p of 0.0117, below 0.05 / 4 but above 0.05 / 5, is not
     significant; another evaluation user's row does not move it."""
-    assert claims.CONFIRMATORY_RUNS == 4
+    assert claims.CONFIRMATORY_RUNS == 5
     _copy_inputs(tmp_path)
 
     def plant(r):
-        held = r["evaluation user"] == "held-out user model" and r["difference"] == f"{arm} - sft"
+        held = r["evaluation user"] == user and r["difference"] == f"{arm} - sft"
         r["mean"], r["p"] = (str(mean), str(p)) if held else ("0.05", "0.0078")
 
     _edit_rows(tmp_path / folder / "paired.csv", plant)
@@ -122,12 +126,15 @@ def test_a_confirmatory_row_needs_p_below_the_bonferroni_bar(tmp_path, folder, a
 CURVES = [(claims.REAL, 6, "On real dialogues (Taskmaster-4), Calibrated Interactive RL's goal success rises during "
            "training against its own training simulator (greedy agent at checkpoints, held-out goals)"),
           (claims.REAL_POWERED, 8, "On real dialogues (Taskmaster-4), Calibrated Interactive RL's goal success rises during "
-           "training against its own training simulator (powered: every held-out goal, eight fresh seeds)")]
+           "training against its own training simulator (powered: every held-out goal, eight fresh seeds)"),
+          (claims.REAL_CALIBRATION, 10, "On real dialogues (Taskmaster-4), Calibrated Interactive RL trained on people's "
+           "requests that no model learned from: goal success rises during training against its own training simulator "
+           "(every held-out goal, ten fresh seeds)")]
 SPLITS = {"more than half rise": (lambda h: (h + 1, 0), "supported"), "half rise": (lambda h: (h, 0), "not significant"),
           "half rise, half fall": (lambda h: (h, h), "not significant"), "more than half fall": (lambda h: (0, h + 1), "contradicted")}
 
 
-@pytest.mark.parametrize("folder, n, target", CURVES, ids=["cpu", "every_goal"])
+@pytest.mark.parametrize("folder, n, target", CURVES, ids=["cpu", "every_goal", "rl_on_calibration"])
 @pytest.mark.parametrize("split", SPLITS)
 def test_a_training_curve_row_needs_most_seeds_to_rise(tmp_path, folder, n, target, split):
     """A checkpoint-curve row counts the seeds whose rise interval lies above 0 (or below): more
@@ -138,7 +145,7 @@ def test_a_training_curve_row_needs_most_seeds_to_rise(tmp_path, folder, n, targ
     seeds = iter(range(100))
 
     def plant(r):
-        if r["arm"] == "calibrated" and r["curve"] == "goal success at checkpoints (greedy, evaluation goals)":
+        if r["arm"] in ("calibrated", "calibrated_opening") and r["curve"] == "goal success at checkpoints (greedy, evaluation goals)":
             k = next(seeds)
             r["rise_low"], r["rise_high"] = ("0.01", "0.05") if k < up else ("-0.05", "-0.01") if k < up + down else ("-0.01", "0.01")
 
