@@ -1,11 +1,13 @@
 """Calibrated interactive RL on real human dialogues (Taskmaster-4; Taskmaster-3 for per-turn realism),
 wired from :mod:`shiftbounds.conversations` on TRL.
 
-``python -m experiments.real_dialogue [--preset smoke|cpu|paper|gpu] [options]``
+``python -m experiments.real_dialogue [--preset smoke|cpu|paper|requests|gpu] [options]``
 
 ``cpu``: the confirmatory run, Calibrated Interactive RL against the SFT agent on six seeds;
 ``paper``: the same configuration with Static Context RL, Interactive RL (prompted simulator) and
-Calibrated Interactive RL on eight seeds (an ``--out-dir`` of a cpu run resumes from its stages).
+Calibrated Interactive RL on eight seeds (an ``--out-dir`` of a cpu run resumes from its stages);
+``requests``: confirmatory run S, the arm that opens with a logged request trained on the
+calibration split's requests (``--rl-split calibration``), on every held-out goal and ten seeds.
 
 Stages (each saved under ``--out-dir``/stages and skipped on a rerun; each computed in one of
 ``--workers`` processes on one torch thread as soon as the stages it needs are saved, so the
@@ -240,6 +242,9 @@ PRESETS = {
     # agent and Calibrated against the other two, one Holm family of five per evaluation user; eight seeds, the fewest
     # at which the exact sign-flip test can pass Holm's first step (2 / 2^8 < 0.05 / 5)
     "paper": {**CPU, "arms": ("static", "interactive_prompted", "calibrated"), "seeds": tuple(range(8))},
+    # confirmatory run S (docs/results.md): the arm that opens with a logged request, trained on the calibration
+    # split's requests, every held-out goal, ten fresh seeds, with the sft_plus_calibration baseline (96 min on 2 cores)
+    "requests": {**CPU, "arms": ("calibrated_opening",), "rl_split": "calibration", "n_eval": 552, "seeds": tuple(range(16, 26))},
     "gpu": {"max_len": 1024, "sft_steps": 2000, "user_steps": 1000, "sft_lr": 2e-5, "rl_steps": 200, "rl_batch": 32,
             "rl_lr": 1e-6, "beta": 0.04, "turns": 4, "max_new": 256, "user_new": 96, "n_eval": 200,
             "n_disc": 2000, "classifier_steps": 1000},

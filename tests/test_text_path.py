@@ -502,3 +502,14 @@ def test_real_dialogue_rl_on_the_calibration_split_reports_the_baseline_that_imi
     held = {r["difference"] for r in res["paired"] if r["evaluation user"] == "held-out user model"}
     assert held == {"calibrated_opening - sft", f"calibrated_opening - {plus}"}
     assert "RL dialogues: the calibration split" in res["note"]
+
+
+def test_real_dialogue_requests_preset_is_the_shipped_run_s():
+    """``--preset requests`` is the configuration of the shipped confirmatory run S (its config.json),
+    apart from where it was written."""
+    from experiments import real_dialogue
+
+    saved = json.loads((Path(__file__).parents[1] / "results/real_dialogue/cpu_rl_on_calibration/config.json").read_text())["config"]
+    preset = json.loads(json.dumps(vars(real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["requests"]))))
+    assert {k: v for k, v in preset.items() if k not in ("out_dir", "workers")} == {
+        k: v for k, v in saved.items() if k not in ("out_dir", "workers")}
