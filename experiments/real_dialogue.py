@@ -33,7 +33,8 @@ outputs are the same bytes on any number of cores):
    Calibrated Interactive RL (and, with ``--arms calibrated_opening``, Calibrated Interactive RL
    whose simulator opens with the training dialogue's logged human request; ``calibrated_half_opening``:
    in half the dialogues, drawn per dialogue; with ``--rl-split calibration``, RL trains on the
-   calibration split's dialogues, requests no agent or simulator learned from), all with one ``GRPOConfig``, paid by goal success (the order placed
+   calibration split's dialogues, requests no agent or simulator learned from, and the baseline
+   ``sft_plus_calibration``, the SFT recipe on those dialogues too, is trained and compared), all with one ``GRPOConfig``, paid by goal success (the order placed
    is exactly the goal's); every agent is evaluated against two evaluation users — the held-out user
    model, and the same model with a rule that rejects a wrong order it would accept — and against
    its training simulator (the sim-to-real gap), where the SFT agent is evaluated too (what RL
@@ -304,6 +305,12 @@ def baselines(cfg: RealDialogueConfig) -> tuple[str, ...]:
     return (SFT_PLUS,) if cfg.rl_split == "calibration" else ()
 
 
+def fixed_agents(cfg: RealDialogueConfig) -> tuple[str, ...]:
+    """The agents trained once, not per seed (each in its folder ``agent_<name>``): the SFT agent and
+    the :func:`baselines`."""
+    return ("sft", *baselines(cfg))
+
+
 SEEDED_SIMULATORS = ("rule-based", study.HALF_LOGGED_CALIBRATED)
 """Training simulators that draw per dialogue even when every LM decodes greedily."""
 
@@ -317,7 +324,7 @@ def seed_free_source(cfg: RealDialogueConfig, key: tuple) -> tuple | None:
     if len(key) != 3 or key[0] not in ("eval", "eval_vs"):
         return None
     kind, name, seed = key
-    seed_free = (kind == "eval" and name in ("sft", *baselines(cfg))) or (kind == "eval_vs" and name not in SEEDED_SIMULATORS)
+    seed_free = (kind == "eval" and name in fixed_agents(cfg)) or (kind == "eval_vs" and name not in SEEDED_SIMULATORS)
     if not (cfg.greedy_evaluation and seed_free) or seed == cfg.seeds[0]:
         return None
     return kind, name, cfg.seeds[0]
@@ -334,10 +341,10 @@ def stage_needs(cfg: RealDialogueConfig) -> dict[tuple, tuple[tuple, ...]]:
     users = (*base, *((u,) for u in USER_MODELS))
     needs: dict[tuple, tuple[tuple, ...]] = {**{b: () for b in base}, ("base_independent",): ()}
     needs.update({(u,): (("base_independent",),) if u == "user_independent" else base for u in USER_MODELS})
-    needs.update({(f"agent_{a}",): base for a in ("sft", *baselines(cfg))})
+    needs.update({(f"agent_{a}",): base for a in fixed_agents(cfg)})
     with_agent = (*users, ("agent_sft",))
     needs.update({(m,): users for m in MEASURES})
-    for key in [("eval", a, s) for a in ("sft", *baselines(cfg)) for s in cfg.seeds] + [("eval_vs", sim, s) for sim in sims for s in cfg.seeds]:
+    for key in [("eval", a, s) for a in fixed_agents(cfg) for s in cfg.seeds] + [("eval_vs", sim, s) for sim in sims for s in cfg.seeds]:
         source = seed_free_source(cfg, key)
         agent = (f"agent_{key[1]}",) if key[0] == "eval" and key[1] != "sft" else ()
         needs[key] = tuple(n for n in (*with_agent, agent, source) if n)
@@ -448,7 +455,7 @@ class Stages:
         evaluation users, and an RL arm's training simulator)."""
         cfg = self.cfg
         key = key or ("eval", arm, seed)
-        fixed = arm in ("sft", *baselines(cfg))  # an agent that is the same at every seed
+        fixed = arm in fixed_agents(cfg)
         source = seed_free_source(cfg, key) if fixed else None
         if source:  # the same dialogues as at the first seed: its file
             return self.st.json(stage_name(key), lambda: self.evaluation(arm, source[2], names, source))
@@ -546,7 +553,7 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
     ``curves`` and the checkpoint curves' means ``checkpoints`` as saved, when retabulating) and, per arm, the runs in which no group ever had
     reward variance (no policy gradient: the agent is its start)."""
     by = {(r["arm"], r["seed"]): r for r in runs}
-    arms = ["sft", *baselines(cfg), *cfg.arms]
+    arms = [*fixed_agents(cfg), *cfg.arms]
     users = [u for u in EVAL_USERS if all(u in by[a, s] for a in arms for s in cfg.seeds)]  # a run from before a user existed has fewer
     table, paired = [], []
     for arm in arms:
