@@ -101,18 +101,21 @@ CONFIRMATORY = [(claims.REAL_OPENING, "calibrated_opening", HELD, "On real dialo
                  "the SFT agent it starts from (powered: every held-out goal, eight fresh seeds)"),
                 (claims.REAL_CALIBRATION, "calibrated_opening", LOGGED, "On real dialogues (Taskmaster-4), Calibrated Interactive "
                  "RL trained on people's requests that no model learned from (the logged request, then the calibrated "
-                 "simulator) ends above the SFT agent against people's logged requests (every held-out goal, ten fresh seeds)")]
+                 "simulator) ends above the SFT agent against people's logged requests (every held-out goal, ten fresh seeds)"),
+                (claims.REAL_REQUESTS, "calibrated_opening", HELD, "On real dialogues (Taskmaster-4), Calibrated Interactive "
+                 "RL trained on people's requests that no model learned from (the logged request, then the calibrated "
+                 "simulator) ends above the SFT agent against the held-out user model (every held-out goal, twelve fresh seeds)")]
 
 
-@pytest.mark.parametrize("folder, arm, user, target", CONFIRMATORY, ids=["logged_opening", "every_goal", "rl_on_calibration"])
+@pytest.mark.parametrize("folder, arm, user, target", CONFIRMATORY, ids=["logged_opening", "every_goal", "rl_on_calibration", "requests"])
 @pytest.mark.parametrize("mean, p, verdict", [(0.02, 0.0078, "supported"), (0.02, 0.03, "not significant"),
-                                              (0.02, 0.0117, "not significant"), (-0.02, 0.0078, "contradicted"),
+                                              (0.02, 0.0095, "not significant"), (-0.02, 0.0078, "contradicted"),
                                               (0.0, 1.0, "not significant")])
 def test_a_confirmatory_row_needs_p_below_the_bonferroni_bar(tmp_path, folder, arm, user, target, mean, p, verdict):
     """A confirmatory run's row is decided by its primary evaluation user's test at 0.05 over the
-    number of confirmatory runs (five): a p of 0.0117, below 0.05 / 4 but above 0.05 / 5, is not
+    number of confirmatory runs (six): a p of 0.0095, below 0.05 / 5 but above 0.05 / 6, is not
     significant; another evaluation user's row does not move it."""
-    assert claims.CONFIRMATORY_RUNS == 5
+    assert claims.CONFIRMATORY_RUNS == 6
     _copy_inputs(tmp_path)
 
     def plant(r):
@@ -129,12 +132,15 @@ CURVES = [(claims.REAL, 6, "On real dialogues (Taskmaster-4), Calibrated Interac
            "training against its own training simulator (powered: every held-out goal, eight fresh seeds)"),
           (claims.REAL_CALIBRATION, 10, "On real dialogues (Taskmaster-4), Calibrated Interactive RL trained on people's "
            "requests that no model learned from: goal success rises during training against its own training simulator "
-           "(every held-out goal, ten fresh seeds)")]
+           "(every held-out goal, ten fresh seeds)"),
+          (claims.REAL_REQUESTS, 12, "On real dialogues (Taskmaster-4), Calibrated Interactive RL trained on people's "
+           "requests that no model learned from: goal success rises during training against its own training simulator "
+           "(every held-out goal, twelve fresh seeds)")]
 SPLITS = {"more than half rise": (lambda h: (h + 1, 0), "supported"), "half rise": (lambda h: (h, 0), "not significant"),
           "half rise, half fall": (lambda h: (h, h), "not significant"), "more than half fall": (lambda h: (0, h + 1), "contradicted")}
 
 
-@pytest.mark.parametrize("folder, n, target", CURVES, ids=["cpu", "every_goal", "rl_on_calibration"])
+@pytest.mark.parametrize("folder, n, target", CURVES, ids=["cpu", "every_goal", "rl_on_calibration", "requests"])
 @pytest.mark.parametrize("split", SPLITS)
 def test_a_training_curve_row_needs_most_seeds_to_rise(tmp_path, folder, n, target, split):
     """A checkpoint-curve row counts the seeds whose rise interval lies above 0 (or below): more
