@@ -244,7 +244,8 @@ PRESETS = {
     # at which the exact sign-flip test can pass Holm's first step (2 / 2^8 < 0.05 / 5)
     "paper": {**CPU, "arms": ("static", "interactive_prompted", "calibrated"), "seeds": tuple(range(8))},
     # confirmatory run S (docs/results.md): the arm that opens with a logged request, trained on the calibration
-    # split's requests, every held-out goal, ten fresh seeds, with the sft_plus_calibration baseline (96 min on 2 cores)
+    # split's requests, every held-out goal, ten fresh seeds, with the sft_plus_calibration baseline (96 min on 2 cores);
+    # confirmatory run T is this preset with --seeds 26,...,37
     "requests": {**CPU, "arms": ("calibrated_opening",), "rl_split": "calibration", "n_eval": 552, "seeds": tuple(range(16, 26))},
     "gpu": {"max_len": 1024, "sft_steps": 2000, "user_steps": 1000, "sft_lr": 2e-5, "rl_steps": 200, "rl_batch": 32,
             "rl_lr": 1e-6, "beta": 0.04, "turns": 4, "max_new": 256, "user_new": 96, "n_eval": 200,
