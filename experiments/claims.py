@@ -184,6 +184,10 @@ REAL_OPENING = "results/real_dialogue/cpu_logged_opening"  # the second confirma
 REAL_POWERED = "results/real_dialogue/cpu_every_goal"  # the cpu preset on every held-out goal, eight fresh seeds
 REAL_CALIBRATION = "results/real_dialogue/cpu_rl_on_calibration"  # S: M's arm on the calibration split's requests, ten seeds
 REAL_REQUESTS = "results/real_dialogue/requests_held_out_primary"  # T: --preset requests on twelve fresh seeds
+ON_REQUESTS = "On real dialogues (Taskmaster-4), Calibrated Interactive RL trained on people's requests that no model learned from"
+S_COMMAND = ("python -m experiments.real_dialogue --preset cpu --arms calibrated_opening --rl-split calibration --n-eval 552 "
+             "--seeds 16,17,18,19,20,21,22,23,24,25")  # --preset requests
+T_COMMAND = "python -m experiments.real_dialogue --preset requests --seeds 26,27,28,29,30,31,32,33,34,35,36,37"
 # confirmatory RL runs on the held-out goals (the cpu preset's, M's, the paper preset's, the powered
 # run's, S's and T's): Bonferroni over their primary tests
 CONFIRMATORY_RUNS = 6
@@ -439,32 +443,26 @@ CLAIMS = (
           "own training simulator (powered: every held-out goal, eight fresh seeds)",
           "python -m experiments.real_dialogue --preset cpu --n-eval 552 --seeds 8,9,10,11,12,13,14,15",
           (f"{REAL_POWERED}/training.csv",), _real_dialogue_curves(REAL_POWERED)),
-    Claim("1", "On real dialogues (Taskmaster-4), Calibrated Interactive RL trained on people's requests that no model "
-          "learned from (the logged request, then the calibrated simulator) ends above the SFT agent against people's "
+    Claim("1", f"{ON_REQUESTS} (the logged request, then the calibrated simulator) ends above the SFT agent against people's "
           "logged requests (every held-out goal, ten fresh seeds)",
-          "python -m experiments.real_dialogue --preset cpu --arms calibrated_opening --rl-split calibration --n-eval 552 "
-          "--seeds 16,17,18,19,20,21,22,23,24,25",
+          S_COMMAND,
           (f"{REAL_CALIBRATION}/paired.csv",),
           _confirmatory_primary(REAL_CALIBRATION, "calibrated_opening", "primary evaluation user (the logged opening, then "
                                 "the held-out model + rule) chosen from development R and stated before the run",
                                 "logged opening, then held-out model + rule")),
-    Claim("1", "On real dialogues (Taskmaster-4), Calibrated Interactive RL trained on people's requests that no model "
-          "learned from: goal success rises during training against its own training simulator (every held-out goal, "
+    Claim("1", f"{ON_REQUESTS}: goal success rises during training against its own training simulator (every held-out goal, "
           "ten fresh seeds)",
-          "python -m experiments.real_dialogue --preset cpu --arms calibrated_opening --rl-split calibration --n-eval 552 "
-          "--seeds 16,17,18,19,20,21,22,23,24,25",
+          S_COMMAND,
           (f"{REAL_CALIBRATION}/training.csv",), _real_dialogue_curves(REAL_CALIBRATION, "calibrated_opening")),
-    Claim("1", "On real dialogues (Taskmaster-4), Calibrated Interactive RL trained on people's requests that no model "
-          "learned from (the logged request, then the calibrated simulator) ends above the SFT agent against the held-out "
+    Claim("1", f"{ON_REQUESTS} (the logged request, then the calibrated simulator) ends above the SFT agent against the held-out "
           "user model (every held-out goal, twelve fresh seeds)",
-          "python -m experiments.real_dialogue --preset requests --seeds 26,27,28,29,30,31,32,33,34,35,36,37",
+          T_COMMAND,
           (f"{REAL_REQUESTS}/paired.csv",),
           _confirmatory_primary(REAL_REQUESTS, "calibrated_opening", "S's configuration frozen as --preset requests; "
                                 "primary evaluation user and seeds sized from S's secondary, stated before the run")),
-    Claim("1", "On real dialogues (Taskmaster-4), Calibrated Interactive RL trained on people's requests that no model "
-          "learned from: goal success rises during training against its own training simulator (every held-out goal, "
+    Claim("1", f"{ON_REQUESTS}: goal success rises during training against its own training simulator (every held-out goal, "
           "twelve fresh seeds)",
-          "python -m experiments.real_dialogue --preset requests --seeds 26,27,28,29,30,31,32,33,34,35,36,37",
+          T_COMMAND,
           (f"{REAL_REQUESTS}/training.csv",), _real_dialogue_curves(REAL_REQUESTS, "calibrated_opening")),
     Claim("2", "With a noisy expert, behaviour cloning's sample complexity grows exponentially in H at rate -log q (lock)",
           "python -m experiments.noisy_expert", (f"{NOISY}/growth.csv",), _bc_rate),

@@ -7,7 +7,8 @@ wired from :mod:`shiftbounds.conversations` on TRL.
 ``paper``: the same configuration with Static Context RL, Interactive RL (prompted simulator) and
 Calibrated Interactive RL on eight seeds (an ``--out-dir`` of a cpu run resumes from its stages);
 ``requests``: confirmatory run S, the arm that opens with a logged request trained on the
-calibration split's requests (``--rl-split calibration``), on every held-out goal and ten seeds.
+calibration split's requests (``--rl-split calibration``), on every held-out goal and ten seeds (confirmatory
+run T: the same preset with ``--seeds 26,...,37``).
 
 Stages (each saved under ``--out-dir``/stages and skipped on a rerun; each computed in one of
 ``--workers`` processes on one torch thread as soon as the stages it needs are saved, so the

@@ -99,11 +99,9 @@ CONFIRMATORY = [(claims.REAL_OPENING, "calibrated_opening", HELD, "On real dialo
                  "whose simulator opens with the logged human request ends above the SFT agent it starts from"),
                 (claims.REAL_POWERED, "calibrated", HELD, "On real dialogues (Taskmaster-4), Calibrated Interactive RL ends above "
                  "the SFT agent it starts from (powered: every held-out goal, eight fresh seeds)"),
-                (claims.REAL_CALIBRATION, "calibrated_opening", LOGGED, "On real dialogues (Taskmaster-4), Calibrated Interactive "
-                 "RL trained on people's requests that no model learned from (the logged request, then the calibrated "
+                (claims.REAL_CALIBRATION, "calibrated_opening", LOGGED, f"{claims.ON_REQUESTS} (the logged request, then the calibrated "
                  "simulator) ends above the SFT agent against people's logged requests (every held-out goal, ten fresh seeds)"),
-                (claims.REAL_REQUESTS, "calibrated_opening", HELD, "On real dialogues (Taskmaster-4), Calibrated Interactive "
-                 "RL trained on people's requests that no model learned from (the logged request, then the calibrated "
+                (claims.REAL_REQUESTS, "calibrated_opening", HELD, f"{claims.ON_REQUESTS} (the logged request, then the calibrated "
                  "simulator) ends above the SFT agent against the held-out user model (every held-out goal, twelve fresh seeds)")]
 
 
@@ -132,11 +130,9 @@ CURVES = [(claims.REAL, 6, "On real dialogues (Taskmaster-4), Calibrated Interac
            "training against its own training simulator (greedy agent at checkpoints, held-out goals)"),
           (claims.REAL_POWERED, 8, "On real dialogues (Taskmaster-4), Calibrated Interactive RL's goal success rises during "
            "training against its own training simulator (powered: every held-out goal, eight fresh seeds)"),
-          (claims.REAL_CALIBRATION, 10, "On real dialogues (Taskmaster-4), Calibrated Interactive RL trained on people's "
-           "requests that no model learned from: goal success rises during training against its own training simulator "
+          (claims.REAL_CALIBRATION, 10, f"{claims.ON_REQUESTS}: goal success rises during training against its own training simulator "
            "(every held-out goal, ten fresh seeds)"),
-          (claims.REAL_REQUESTS, 12, "On real dialogues (Taskmaster-4), Calibrated Interactive RL trained on people's "
-           "requests that no model learned from: goal success rises during training against its own training simulator "
+          (claims.REAL_REQUESTS, 12, f"{claims.ON_REQUESTS}: goal success rises during training against its own training simulator "
            "(every held-out goal, twelve fresh seeds)")]
 SPLITS = {"more than half rise": (lambda h: (h + 1, 0), "supported"), "half rise": (lambda h: (h, 0), "not significant"),
           "half rise, half fall": (lambda h: (h, h), "not significant"), "more than half fall": (lambda h: (0, h + 1), "contradicted")}
