@@ -1,14 +1,16 @@
 """Calibrated interactive RL on real human dialogues (Taskmaster-4; Taskmaster-3 for per-turn realism),
 wired from :mod:`shiftbounds.conversations` on TRL.
 
-``python -m experiments.real_dialogue [--preset smoke|cpu|paper|requests|gpu] [options]``
+``python -m experiments.real_dialogue [--preset smoke|cpu|paper|requests|paper_requests|gpu] [options]``
 
 ``cpu``: the confirmatory run, Calibrated Interactive RL against the SFT agent on six seeds;
 ``paper``: the same configuration with Static Context RL, Interactive RL (prompted simulator) and
 Calibrated Interactive RL on eight seeds (an ``--out-dir`` of a cpu run resumes from its stages);
 ``requests``: confirmatory run S, the arm that opens with a logged request trained on the
 calibration split's requests (``--rl-split calibration``), on every held-out goal and ten seeds (confirmatory
-run T: the same preset with ``--seeds 26,...,37``).
+run T: the same preset with ``--seeds 26,...,37``); ``paper_requests``: confirmatory run U, the paper's
+comparison on that configuration (Static Context RL, Interactive RL against the prompted simulator and
+that arm) on T's seeds (an ``--out-dir`` holding T's stages resumes from them).
 
 Stages (each saved under ``--out-dir``/stages and skipped on a rerun; each computed in one of
 ``--workers`` processes on one torch thread as soon as the stages it needs are saved, so the
@@ -248,6 +250,11 @@ PRESETS = {
     # split's requests, every held-out goal, ten fresh seeds, with the sft_plus_calibration baseline (96 min on 2 cores);
     # confirmatory run T is this preset with --seeds 26,...,37
     "requests": {**CPU, "arms": ("calibrated_opening",), "rl_split": "calibration", "n_eval": 552, "seeds": tuple(range(16, 26))},
+    # confirmatory run U (docs/results.md): the comparison the paper makes on the requests configuration, Static Context
+    # RL and Interactive RL (prompted simulator) beside the arm of run T, on T's twelve seeds (an --out-dir holding
+    # T's stages trains only the two new arms)
+    "paper_requests": {**CPU, "arms": ("static", "interactive_prompted", "calibrated_opening"), "rl_split": "calibration",
+                       "n_eval": 552, "seeds": tuple(range(26, 38))},
     "gpu": {"max_len": 1024, "sft_steps": 2000, "user_steps": 1000, "sft_lr": 2e-5, "rl_steps": 200, "rl_batch": 32,
             "rl_lr": 1e-6, "beta": 0.04, "turns": 4, "max_new": 256, "user_new": 96, "n_eval": 200,
             "n_disc": 2000, "classifier_steps": 1000},
@@ -537,9 +544,14 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
 
 def comparisons(arms: Sequence[str], against: Sequence[str] = ()) -> list[tuple[str, str]]:
     """The family of paired comparisons per evaluation user: every RL arm against the SFT agent and
-    against each baseline in ``against``, and Calibrated Interactive RL (when trained) against every other arm."""
+    against each baseline in ``against``, and each Calibrated Interactive RL arm (``calibrated``, and
+    the variants whose simulator opens with a logged request) against every arm of another paradigm;
+    ``calibrated`` also against its variants."""
+    def other(c: str, a: str) -> bool:
+        return a != c and (ARMS[a][0] != "calibrated" or c == "calibrated")
+
     return ([(a, "sft") for a in arms] + [(a, b) for a in arms for b in against]
-            + [("calibrated", a) for a in arms if a != "calibrated" and "calibrated" in arms])
+            + [(c, a) for c in arms if ARMS[c][0] == "calibrated" for a in arms if other(c, a)])
 
 
 def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, training: list[dict] | None = None,

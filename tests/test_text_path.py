@@ -421,6 +421,27 @@ def test_real_dialogue_paper_preset_is_the_cpu_configuration_with_a_family_holm_
         assert 2 / 2 ** len(cfg.seeds) < 0.05 / family <= 2 / 2 ** (len(cfg.seeds) - 1)  # the fewest seeds that can
 
 
+def test_real_dialogue_paper_requests_preset_is_run_t_with_the_other_paradigms():
+    """Confirmatory run U: run T's configuration and seeds with Static Context RL and Interactive RL
+    (prompted simulator) beside T's arm, so a folder holding T's stages trains only the new arms; the
+    arm that opens with a logged request is compared against each of them (not against another
+    Calibrated variant), and at twelve seeds the exact test can pass Holm's first step over the stated
+    family of two under the Bonferroni bar of seven confirmatory runs."""
+    from dataclasses import replace
+
+    from experiments import real_dialogue
+
+    requests = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["requests"])
+    u = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["paper_requests"])
+    assert replace(u, arms=requests.arms, seeds=requests.seeds) == requests
+    assert "calibrated_opening" in u.arms and u.seeds == tuple(range(26, 38))
+    pairs = real_dialogue.comparisons(u.arms, real_dialogue.baselines(u))
+    assert pairs[-2:] == [("calibrated_opening", "static"), ("calibrated_opening", "interactive_prompted")]
+    assert len(pairs) == len(set(pairs)) == 8  # three arms against SFT and the baseline, then the two
+    assert ("calibrated_opening", "calibrated") not in real_dialogue.comparisons(("calibrated", "calibrated_opening"))
+    assert 2 / 2 ** len(u.seeds) < 0.05 / 7 / 2
+
+
 @needs_data
 def test_real_dialogue_calibrated_opening_arm_trains_on_logged_openings(tmp_path, monkeypatch):
     """The arm whose simulator opens with the logged request: its training goals carry their
