@@ -28,6 +28,7 @@ from pathlib import Path
 
 from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import atomic_write_text
+from shiftbounds.utils.stats import holm
 
 VERDICTS = ("supported", "contradicted", "not significant", "untested")
 START, END = "<!-- claims: start -->", "<!-- claims: end -->"
@@ -228,19 +229,32 @@ def _real_dialogue_above_sft(user: str, how: str):
     return verdict
 
 
-def _confirmatory_primary(folder: str, arm: str, note: str, user: str = "held-out user model"):
-    """A confirmatory run's primary test: ``arm`` against the SFT agent as ``user`` (its stated primary
-    evaluation user) scores them (exact sign-flip test over the seeds), at 0.05 divided by the number
-    of confirmatory RL runs on the held-out goals."""
+def _confirmatory(folder: str, differences: tuple[str, ...], which: int, note: str, user: str = "held-out user model",
+                  seeds: str = "fresh seeds"):
+    """One comparison of a confirmatory run's stated primary family: the ``differences`` as ``user`` (its
+    stated primary evaluation user) scores them, exact sign-flip test over the seeds, Holm over the
+    family at 0.05 divided by the number of confirmatory RL runs on the held-out goals; the verdict of
+    ``differences[which]``, in the direction of its mean. The sign-flip p is a multiple of 2^-n and
+    the bar is not, so Holm's strict ``<`` and the ``<=`` of the family text agree."""
     def verdict(root: Path) -> Verdict:
-        r, _ = _paired_row(root, folder, user, f"{arm} - sft")
-        alpha, mean, p, n = 0.05 / CONFIRMATORY_RUNS, float(r["mean"]), float(r["p"]), int(r["n"])
-        v = "not significant" if p > alpha or mean == 0 else ("supported" if mean > 0 else "contradicted")
+        rows = [_paired_row(root, folder, user, d)[0] for d in differences]
+        alpha = 0.05 / CONFIRMATORY_RUNS
+        kept = holm([float(r["p"]) for r in rows], alpha)[which]
+        r = rows[which]
+        mean, p, n = float(r["mean"]), float(r["p"]), int(r["n"])
+        v = "not significant" if not kept or mean == 0 else ("supported" if mean > 0 else "contradicted")
+        family = (f"one comparison at p <= {alpha:.5f}" if len(rows) == 1 else
+                  f"Holm over the stated family of {len(rows)} ({', '.join(differences)}) at {alpha:.5f}")
         return Verdict(v, f"{_paired_text(r)} ({round(p * 2 ** n)} of {2 ** n} sign patterns)",
-                       f"one comparison at p <= {alpha:.5f} (Bonferroni over the {CONFIRMATORY_RUNS} confirmatory RL runs on the "
-                       f"held-out goals); {n} fresh seeds (smallest sign-flip p {2 / 2 ** n:.4f}); {note}")
+                       f"{family} (Bonferroni over the {CONFIRMATORY_RUNS} confirmatory RL runs on the held-out goals); "
+                       f"{n} {seeds} (smallest sign-flip p {2 / 2 ** n:.4f}); {note}")
 
     return verdict
+
+
+def _confirmatory_primary(folder: str, arm: str, note: str, user: str = "held-out user model"):
+    """A confirmatory run's primary test: ``arm`` against the SFT agent, a family of one."""
+    return _confirmatory(folder, (f"{arm} - sft",), 0, note, user)
 
 
 def _real_dialogue_curves(folder: str, arm: str = "calibrated"):

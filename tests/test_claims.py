@@ -177,3 +177,34 @@ def test_the_paper_comparison_row_needs_both_orderings_after_holm(tmp_path, stat
     _edit_rows(tmp_path / claims.REAL_PAPER / "paired.csv", plant)
     target = "On real dialogues (Taskmaster-4), Calibrated Interactive RL beats the other paradigms"
     assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == verdict
+
+
+U_FAMILY = ("calibrated_opening - static", "calibrated_opening - interactive_prompted")
+
+
+@pytest.mark.parametrize("static, prompted, verdicts", [
+    ((0.02, 2 / 4096), (0.1, 2 / 4096), ("supported", "supported")),
+    ((0.02, 0.005), (0.1, 0.0005), ("supported", "supported")),  # Holm's second step: 0.005 < 0.05 / 7
+    ((0.02, 0.005), (0.1, 0.004), ("not significant", "not significant")),  # the first step fails: 0.004 >= 0.05 / 14
+    ((0.02, 0.008), (0.1, 0.0005), ("not significant", "supported")),  # 0.008 >= 0.05 / 7
+    ((-0.02, 0.0005), (0.1, 0.0005), ("contradicted", "supported")),
+    ((0.0, 1.0), (0.1, 0.0005), ("not significant", "supported"))])
+def test_a_confirmatory_family_is_decided_by_holm_under_the_bonferroni_bar(tmp_path, monkeypatch, static, prompted, verdicts):
+    """Run U's stated family of two (Calibrated against Static Context RL and against Interactive RL,
+    held-out user model): Holm's steps at 0.05 / 7 / 2 and 0.05 / 7, each comparison in the direction
+    of its mean; another evaluation user's rows do not move it."""
+    monkeypatch.setattr(claims, "CONFIRMATORY_RUNS", 7)
+    folder = tmp_path / "u"
+    folder.mkdir()
+    planted = {**dict(zip(U_FAMILY, (static, prompted))), "static - sft": (-0.1, 2 / 4096)}
+    rows = [{"evaluation user": user, "difference": d, "mean": str(planted[d][0] if user == HELD else -0.1),
+             "low": "0", "high": "0", "p": str(planted[d][1] if user == HELD else 2 / 4096), "n": "12"}
+            for user in (HELD, LOGGED) for d in (*U_FAMILY, "static - sft")]
+    with open(folder / "paired.csv", "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    got = tuple(claims._confirmatory("u", U_FAMILY, i, "note", seeds="seeds")(tmp_path) for i in range(2))
+    assert tuple(v.verdict for v in got) == verdicts
+    assert got[0].family.startswith("Holm over the stated family of 2 (calibrated_opening - static, calibrated_opening - "
+                                    "interactive_prompted) at 0.00714 (Bonferroni over the 7 confirmatory RL runs")
