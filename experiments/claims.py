@@ -178,18 +178,17 @@ def _learned_compounding(arm: str) -> Callable[[Path], Verdict]:
     return decide
 
 
-REAL = "results/real_dialogue/cpu"
-REAL_ONE_PROCESS = "results/real_dialogue/cpu_one_process"  # the same preset computed in one process on two threads
-REAL_PAPER = "results/real_dialogue/paper"  # the paper's comparison: --preset paper on the cpu run's stages
+REAL = "results/real_dialogue/train_split"
+REAL_ONE_PROCESS = "results/real_dialogue/train_split_one_process"  # the same preset computed in one process on two threads
+REAL_PAPER = "results/real_dialogue/paper"  # the paper's comparison: --preset paper on the train_split run's stages
 REAL_OPENING = "results/real_dialogue/cpu_logged_opening"  # the second confirmatory run: development configuration M
-REAL_POWERED = "results/real_dialogue/cpu_every_goal"  # the cpu preset on every held-out goal, eight fresh seeds
-REAL_CALIBRATION = "results/real_dialogue/cpu_rl_on_calibration"  # S: M's arm on the calibration split's requests, ten seeds
-REAL_REQUESTS = "results/real_dialogue/requests_held_out_primary"  # T: --preset requests on twelve fresh seeds
+REAL_POWERED = "results/real_dialogue/cpu_every_goal"  # the train_split preset on every held-out goal, eight fresh seeds
+REAL_CALIBRATION = "results/real_dialogue/cpu"  # S: M's arm on the calibration split's requests, ten seeds
+REAL_REQUESTS = "results/real_dialogue/requests_held_out_primary"  # T: --preset cpu on twelve fresh seeds
 ON_REQUESTS = "On real dialogues (Taskmaster-4), Calibrated Interactive RL trained on people's requests that no model learned from"
-S_COMMAND = ("python -m experiments.real_dialogue --preset cpu --arms calibrated_opening --rl-split calibration --n-eval 552 "
-             "--seeds 16,17,18,19,20,21,22,23,24,25")  # --preset requests
-T_COMMAND = "python -m experiments.real_dialogue --preset requests --seeds 26,27,28,29,30,31,32,33,34,35,36,37"
-# confirmatory RL runs on the held-out goals (the cpu preset's, M's, the paper preset's, the powered
+S_COMMAND = "python -m experiments.real_dialogue --preset cpu"
+T_COMMAND = "python -m experiments.real_dialogue --preset cpu --seeds 26,27,28,29,30,31,32,33,34,35,36,37"
+# confirmatory RL runs on the held-out goals (the train_split preset's, M's, the paper preset's, the powered
 # run's, S's and T's): Bonferroni over their primary tests
 CONFIRMATORY_RUNS = 6
 
@@ -213,7 +212,7 @@ def _paired_text(r: dict) -> str:
 
 
 def _real_dialogue_above_sft(user: str, how: str):
-    """The cpu preset's confirmatory runs: Calibrated Interactive RL against the SFT agent it starts
+    """The train_split preset's confirmatory runs: Calibrated Interactive RL against the SFT agent it starts
     from, as ``user`` (a ``paired.csv`` evaluation user) scores them, each run's own Holm family for
     that user; an ordering only where the thread-invariant run and the one-process run (the same
     configuration and seeds, rounded otherwise) both call it."""
@@ -433,29 +432,29 @@ CLAIMS = (
     Claim("1", "On real dialogues (Taskmaster-4), Calibrated Interactive RL beats the other paradigms",
           "python -m experiments.real_dialogue --preset paper", (f"{REAL_PAPER}/paired.csv",), _real_dialogue),
     Claim("1", "On real dialogues (Taskmaster-4), Calibrated Interactive RL ends above the SFT agent it starts from",
-          "python -m experiments.real_dialogue --preset cpu (and --no-one-thread --threads 2)",
+          "python -m experiments.real_dialogue --preset train_split (and --no-one-thread --threads 2)",
           (f"{REAL}/paired.csv", f"{REAL_ONE_PROCESS}/paired.csv"), _real_dialogue_above_sft("held-out user model", "the held-out user model")),
     Claim("1", "On real dialogues (Taskmaster-4), Calibrated Interactive RL ends above the SFT agent against its own "
-          "training simulator (held-out goals)", "python -m experiments.real_dialogue --preset cpu (and --no-one-thread --threads 2)",
+          "training simulator (held-out goals)", "python -m experiments.real_dialogue --preset train_split (and --no-one-thread --threads 2)",
           (f"{REAL}/paired.csv", f"{REAL_ONE_PROCESS}/paired.csv"),
           _real_dialogue_above_sft("its training simulator (calibrated)", "the calibrated simulator (a family added after the one-process run)")),
     Claim("1", "On real dialogues (Taskmaster-4), Calibrated Interactive RL's goal success rises during training against its "
-          "own training simulator (greedy agent at checkpoints, held-out goals)", "python -m experiments.real_dialogue --preset cpu",
+          "own training simulator (greedy agent at checkpoints, held-out goals)", "python -m experiments.real_dialogue --preset train_split",
           (f"{REAL}/training.csv",), _real_dialogue_curves(REAL)),
     Claim("1", "On real dialogues (Taskmaster-4), Calibrated Interactive RL whose simulator opens with the logged human "
-          "request ends above the SFT agent it starts from", "python -m experiments.real_dialogue --preset cpu --arms "
+          "request ends above the SFT agent it starts from", "python -m experiments.real_dialogue --preset train_split --arms "
           "calibrated_opening --seeds 0,1,2,3,4,5,6,7", (f"{REAL_OPENING}/paired.csv",),
           _confirmatory_primary(REAL_OPENING, "calibrated_opening", "run although its development gate failed on the "
                                 "independent user model")),
     Claim("1", "On real dialogues (Taskmaster-4), Calibrated Interactive RL ends above the SFT agent it starts from "
           "(powered: every held-out goal, eight fresh seeds)",
-          "python -m experiments.real_dialogue --preset cpu --n-eval 552 --seeds 8,9,10,11,12,13,14,15",
+          "python -m experiments.real_dialogue --preset train_split --n-eval 552 --seeds 8,9,10,11,12,13,14,15",
           (f"{REAL_POWERED}/paired.csv",),
           _confirmatory_primary(REAL_POWERED, "calibrated", "configuration frozen on development seeds and calibration "
                                 "goals; stated before the run")),
     Claim("1", "On real dialogues (Taskmaster-4), Calibrated Interactive RL's goal success rises during training against its "
           "own training simulator (powered: every held-out goal, eight fresh seeds)",
-          "python -m experiments.real_dialogue --preset cpu --n-eval 552 --seeds 8,9,10,11,12,13,14,15",
+          "python -m experiments.real_dialogue --preset train_split --n-eval 552 --seeds 8,9,10,11,12,13,14,15",
           (f"{REAL_POWERED}/training.csv",), _real_dialogue_curves(REAL_POWERED)),
     Claim("1", f"{ON_REQUESTS} (the logged request, then the calibrated simulator) ends above the SFT agent against people's "
           "logged requests (every held-out goal, ten fresh seeds)",
@@ -472,7 +471,7 @@ CLAIMS = (
           "user model (every held-out goal, twelve fresh seeds)",
           T_COMMAND,
           (f"{REAL_REQUESTS}/paired.csv",),
-          _confirmatory_primary(REAL_REQUESTS, "calibrated_opening", "S's configuration frozen as --preset requests; "
+          _confirmatory_primary(REAL_REQUESTS, "calibrated_opening", "S's configuration frozen as --preset requests (since renamed cpu); "
                                 "primary evaluation user and seeds sized from S's secondary, stated before the run")),
     Claim("1", f"{ON_REQUESTS}: goal success rises during training against its own training simulator (every held-out goal, "
           "twelve fresh seeds)",

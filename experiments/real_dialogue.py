@@ -1,16 +1,19 @@
 """Calibrated interactive RL on real human dialogues (Taskmaster-4; Taskmaster-3 for per-turn realism),
 wired from :mod:`shiftbounds.conversations` on TRL.
 
-``python -m experiments.real_dialogue [--preset smoke|cpu|paper|requests|paper_requests|gpu] [options]``
+``python -m experiments.real_dialogue [--preset smoke|cpu|paper_requests|train_split|paper|gpu] [options]``
 
-``cpu``: the confirmatory run, Calibrated Interactive RL against the SFT agent on six seeds;
-``paper``: the same configuration with Static Context RL, Interactive RL (prompted simulator) and
-Calibrated Interactive RL on eight seeds (an ``--out-dir`` of a cpu run resumes from its stages);
-``requests``: confirmatory run S, the arm that opens with a logged request trained on the
-calibration split's requests (``--rl-split calibration``), on every held-out goal and ten seeds (confirmatory
-run T: the same preset with ``--seeds 26,...,37``); ``paper_requests``: confirmatory run U, the paper's
-comparison on that configuration (Static Context RL, Interactive RL against the prompted simulator and
-that arm) on T's seeds (an ``--out-dir`` holding T's stages resumes from them).
+``cpu``: confirmatory run S, Calibrated Interactive RL whose simulator opens with the logged human
+request, trained on the calibration split's requests (``--rl-split calibration``: requests no agent or
+simulator learned from), against the SFT agent and the ``sft_plus_calibration`` baseline on every
+held-out goal, ten seeds (96 min on 2 cores; confirmatory run T: ``--seeds 26,...,37``);
+``paper_requests``: confirmatory run U, the paper's comparison on that configuration (Static Context
+RL, Interactive RL against the prompted simulator and that arm) on T's seeds (an ``--out-dir``
+holding T's stages resumes from them); ``train_split``: the earlier confirmatory configuration (the
+cpu preset until 2026-12-06), Calibrated Interactive RL trained on the train split's goals, six
+seeds, 128 held-out goals; ``paper``: that configuration with Static Context RL, Interactive RL
+(prompted simulator) and Calibrated Interactive RL on eight seeds (an ``--out-dir`` of a train_split
+run resumes from its stages).
 
 Stages (each saved under ``--out-dir``/stages and skipped on a rerun; each computed in one of
 ``--workers`` processes on one torch thread as soon as the stages it needs are saved, so the
@@ -226,12 +229,16 @@ class RealDialogueConfig:
                               max_turns=self.turns, max_new_tokens=self.max_new, system=SYSTEM, user_first=True, seed=seed)
 
 
-# frozen before the confirmatory run (docs/results.md): greedy user models, which state their goal in >= 0.7 of
-# openings; GRPO as development configuration H (chosen on seeds 100-101 and calibration goals); Calibrated
+# frozen before the first confirmatory run (docs/results.md): greedy user models, which state their goal in >= 0.7
+# of openings; GRPO as development configuration H (chosen on seeds 100-101 and calibration goals); Calibrated
 # Interactive RL against the SFT agent on six fresh seeds, the fewest at which the exact sign-flip test can fall
-# below 0.05 (79 min on 2 cores; the other arms: --arms, or the paper preset)
-CPU = {"user_temperature": 0.0, "arms": ("calibrated",), "seeds": tuple(range(6)), "rl_steps": 100, "rl_batch": 32,
-       "rl_lr": 3e-5, "credit_weight": 0.5, "rl_temperature": 0.7, "curve_every": 10}
+# below 0.05 (79 min on 2 cores; the other arms: --arms, or the paper preset); the cpu preset until 2026-12-06
+TRAIN_SPLIT = {"user_temperature": 0.0, "arms": ("calibrated",), "seeds": tuple(range(6)), "rl_steps": 100, "rl_batch": 32,
+               "rl_lr": 3e-5, "credit_weight": 0.5, "rl_temperature": 0.7, "curve_every": 10}
+# confirmatory run S (docs/results.md): that configuration with the arm that opens with a logged request, trained on
+# the calibration split's requests, every held-out goal, ten fresh seeds, with the sft_plus_calibration baseline
+# (96 min on 2 cores); confirmatory run T is this preset with --seeds 26,...,37
+CPU = {**TRAIN_SPLIT, "arms": ("calibrated_opening",), "rl_split": "calibration", "n_eval": 552, "seeds": tuple(range(16, 26))}
 
 PRESETS = {
     "smoke": {"n_dialogues": 40, "n_tm3": 40, "vocab_size": 400, "d_model": 32, "n_layer": 1, "max_len": 256,
@@ -241,20 +248,16 @@ PRESETS = {
               "independent_n_layer": 1, "independent_pretrain_steps": 2, "curve_every": 1,
               "curve_users": ("held-out user model",)},
     "cpu": CPU,
-    # the comparison the paper makes, on the cpu preset's configuration (the --out-dir of a cpu run resumes): Static
-    # Context RL, Interactive RL against the prompted simulator and Calibrated Interactive RL, each against the SFT
-    # agent and Calibrated against the other two, one Holm family of five per evaluation user; eight seeds, the fewest
-    # at which the exact sign-flip test can pass Holm's first step (2 / 2^8 < 0.05 / 5)
-    "paper": {**CPU, "arms": ("static", "interactive_prompted", "calibrated"), "seeds": tuple(range(8))},
-    # confirmatory run S (docs/results.md): the arm that opens with a logged request, trained on the calibration
-    # split's requests, every held-out goal, ten fresh seeds, with the sft_plus_calibration baseline (96 min on 2 cores);
-    # confirmatory run T is this preset with --seeds 26,...,37
-    "requests": {**CPU, "arms": ("calibrated_opening",), "rl_split": "calibration", "n_eval": 552, "seeds": tuple(range(16, 26))},
-    # confirmatory run U (docs/results.md): the comparison the paper makes on the requests configuration, Static Context
+    # confirmatory run U (docs/results.md): the comparison the paper makes on the cpu configuration, Static Context
     # RL and Interactive RL (prompted simulator) beside the arm of run T, on T's twelve seeds (an --out-dir holding
     # T's stages trains only the two new arms)
-    "paper_requests": {**CPU, "arms": ("static", "interactive_prompted", "calibrated_opening"), "rl_split": "calibration",
-                       "n_eval": 552, "seeds": tuple(range(26, 38))},
+    "paper_requests": {**CPU, "arms": ("static", "interactive_prompted", "calibrated_opening"), "seeds": tuple(range(26, 38))},
+    "train_split": TRAIN_SPLIT,
+    # the comparison the paper makes, on the train_split configuration (the --out-dir of a train_split run resumes):
+    # Static Context RL, Interactive RL against the prompted simulator and Calibrated Interactive RL, each against the
+    # SFT agent and Calibrated against the other two, one Holm family of five per evaluation user; eight seeds, the
+    # fewest at which the exact sign-flip test can pass Holm's first step (2 / 2^8 < 0.05 / 5)
+    "paper": {**TRAIN_SPLIT, "arms": ("static", "interactive_prompted", "calibrated"), "seeds": tuple(range(8))},
     "gpu": {"max_len": 1024, "sft_steps": 2000, "user_steps": 1000, "sft_lr": 2e-5, "rl_steps": 200, "rl_batch": 32,
             "rl_lr": 1e-6, "beta": 0.04, "turns": 4, "max_new": 256, "user_new": 96, "n_eval": 200,
             "n_disc": 2000, "classifier_steps": 1000},

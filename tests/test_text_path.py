@@ -403,26 +403,26 @@ def test_real_dialogue_copies_the_sft_agents_seed_free_evaluations_from_the_firs
     assert runner.stage(("eval_vs", "rule-based", 1)) == {"seed": 1} and calls == [3, 1]
 
 
-def test_real_dialogue_paper_preset_is_the_cpu_configuration_with_a_family_holm_can_pass():
-    """The paper preset changes only the arms and the seeds of the frozen cpu configuration, and has
-    enough seeds that the exact sign-flip test's smallest p (2 / 2^n) passes Holm's first step over
-    its family; the cpu preset's family of one passes at its six seeds."""
+def test_real_dialogue_paper_preset_is_the_train_split_configuration_with_a_family_holm_can_pass():
+    """The paper preset changes only the arms and the seeds of the frozen train_split configuration, and
+    has enough seeds that the exact sign-flip test's smallest p (2 / 2^n) passes Holm's first step over
+    its family; the train_split preset's family of one passes at its six seeds."""
     from dataclasses import replace
 
     from experiments import real_dialogue
 
-    cpu = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["cpu"])
+    train = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["train_split"])
     paper = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["paper"])
-    assert replace(paper, arms=cpu.arms, seeds=cpu.seeds) == cpu and paper.arms != cpu.arms
+    assert replace(paper, arms=train.arms, seeds=train.seeds) == train and paper.arms != train.arms
     assert set(real_dialogue.comparisons(paper.arms)) == {(a, "sft") for a in paper.arms} | {
         ("calibrated", "static"), ("calibrated", "interactive_prompted")}
-    for cfg in (cpu, paper):
+    for cfg in (train, paper):
         family = len(real_dialogue.comparisons(cfg.arms))
         assert 2 / 2 ** len(cfg.seeds) < 0.05 / family <= 2 / 2 ** (len(cfg.seeds) - 1)  # the fewest seeds that can
 
 
 def test_real_dialogue_paper_requests_preset_is_run_t_with_the_other_paradigms():
-    """Confirmatory run U: run T's configuration and seeds with Static Context RL and Interactive RL
+    """Confirmatory run U: run T's configuration (the cpu preset) and seeds with Static Context RL and Interactive RL
     (prompted simulator) beside T's arm, so a folder holding T's stages trains only the new arms; the
     arm that opens with a logged request is compared against each of them (not against another
     Calibrated variant), and at twelve seeds the exact test can pass Holm's first step over the stated
@@ -431,9 +431,9 @@ def test_real_dialogue_paper_requests_preset_is_run_t_with_the_other_paradigms()
 
     from experiments import real_dialogue
 
-    requests = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["requests"])
+    cpu = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["cpu"])
     u = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["paper_requests"])
-    assert replace(u, arms=requests.arms, seeds=requests.seeds) == requests
+    assert replace(u, arms=cpu.arms, seeds=cpu.seeds) == cpu
     assert "calibrated_opening" in u.arms and u.seeds == tuple(range(26, 38))
     pairs = real_dialogue.comparisons(u.arms, real_dialogue.baselines(u))
     assert pairs[-2:] == [("calibrated_opening", "static"), ("calibrated_opening", "interactive_prompted")]
@@ -525,12 +525,16 @@ def test_real_dialogue_rl_on_the_calibration_split_reports_the_baseline_that_imi
     assert "RL dialogues: the calibration split" in res["note"]
 
 
-def test_real_dialogue_requests_preset_is_the_shipped_run_s():
-    """``--preset requests`` is the configuration of the shipped confirmatory run S (its config.json),
-    apart from where it was written."""
+@pytest.mark.parametrize("preset", ["cpu", "train_split"])
+def test_real_dialogue_presets_are_their_shipped_runs(preset):
+    """``--preset cpu`` is the configuration of the shipped confirmatory run S and ``--preset train_split``
+    that of the first confirmatory run (the cpu preset before it was renamed), each shipped under
+    ``results/real_dialogue/<preset>/`` (their config.json), apart from where and on how many workers
+    each was written."""
     from experiments import real_dialogue
 
-    saved = json.loads((Path(__file__).parents[1] / "results/real_dialogue/cpu_rl_on_calibration/config.json").read_text())["config"]
-    preset = json.loads(json.dumps(vars(real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["requests"]))))
-    assert {k: v for k, v in preset.items() if k not in ("out_dir", "workers")} == {
+    saved = json.loads((Path(__file__).parents[1] / f"results/real_dialogue/{preset}/config.json").read_text())["config"]
+    saved = {**real_dialogue.LEGACY, **saved}  # settings added after the run, at the values it was made with
+    preset_cfg = json.loads(json.dumps(vars(real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS[preset]))))
+    assert {k: v for k, v in preset_cfg.items() if k not in ("out_dir", "workers")} == {
         k: v for k, v in saved.items() if k not in ("out_dir", "workers")}
