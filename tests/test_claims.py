@@ -108,14 +108,14 @@ CONFIRMATORY = [(claims.REAL_OPENING, "calibrated_opening", HELD, "On real dialo
 @pytest.mark.parametrize("folder, arm, user, target", CONFIRMATORY, ids=["logged_opening", "every_goal", "rl_on_calibration", "requests"])
 @pytest.mark.parametrize("mean, p, verdict", [(0.02, 0.0078, "supported"), (0.02, 0.03, "not significant"),
                                               (0.02, 0.0095, "not significant"), (-0.02, 0.0078, "contradicted"),
-                                              (0.0, 1.0, "not significant"), (0.008, 34 / 4096, "supported"),
-                                              (0.008, 35 / 4096, "not significant")])
+                                              (0.0, 1.0, "not significant"), (0.008, 29 / 4096, "supported"),
+                                              (0.008, 30 / 4096, "not significant"), (0.008, 34 / 4096, "not significant")])
 def test_a_confirmatory_row_needs_p_below_the_bonferroni_bar(tmp_path, folder, arm, user, target, mean, p, verdict):
     """A confirmatory run's row is decided by its primary evaluation user's test at 0.05 over the
-    number of confirmatory runs (six): a p of 0.0095, below 0.05 / 5 but above 0.05 / 6, is not
-    significant; T's 34 of 4096 sign patterns pass the bar 0.05 / 6 and 35 would not; another
-    evaluation user's row does not move it."""
-    assert claims.CONFIRMATORY_RUNS == 6
+    number of confirmatory runs (seven): a p of 0.0095, below 0.05 / 5 but above 0.05 / 6, is not
+    significant; 29 of 4096 sign patterns pass the bar 0.05 / 7 and 30 do not, so T's 34 (which
+    passed 0.05 / 6 before U joined the family) do not; another evaluation user's row does not move it."""
+    assert claims.CONFIRMATORY_RUNS == 7
     _copy_inputs(tmp_path)
 
     def plant(r):
@@ -179,9 +179,6 @@ def test_the_paper_comparison_row_needs_both_orderings_after_holm(tmp_path, stat
     assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == verdict
 
 
-U_FAMILY = ("calibrated_opening - static", "calibrated_opening - interactive_prompted")
-
-
 @pytest.mark.parametrize("static, prompted, verdicts", [
     ((0.02, 2 / 4096), (0.1, 2 / 4096), ("supported", "supported")),
     ((0.02, 0.005), (0.1, 0.0005), ("supported", "supported")),  # Holm's second step: 0.005 < 0.05 / 7
@@ -189,22 +186,43 @@ U_FAMILY = ("calibrated_opening - static", "calibrated_opening - interactive_pro
     ((0.02, 0.008), (0.1, 0.0005), ("not significant", "supported")),  # 0.008 >= 0.05 / 7
     ((-0.02, 0.0005), (0.1, 0.0005), ("contradicted", "supported")),
     ((0.0, 1.0), (0.1, 0.0005), ("not significant", "supported"))])
-def test_a_confirmatory_family_is_decided_by_holm_under_the_bonferroni_bar(tmp_path, monkeypatch, static, prompted, verdicts):
+def test_a_confirmatory_family_is_decided_by_holm_under_the_bonferroni_bar(tmp_path, static, prompted, verdicts):
     """Run U's stated family of two (Calibrated against Static Context RL and against Interactive RL,
     held-out user model): Holm's steps at 0.05 / 7 / 2 and 0.05 / 7, each comparison in the direction
     of its mean; another evaluation user's rows do not move it."""
-    monkeypatch.setattr(claims, "CONFIRMATORY_RUNS", 7)
     folder = tmp_path / "u"
     folder.mkdir()
-    planted = {**dict(zip(U_FAMILY, (static, prompted))), "static - sft": (-0.1, 2 / 4096)}
+    planted = {**dict(zip(claims.U_FAMILY, (static, prompted))), "static - sft": (-0.1, 2 / 4096)}
     rows = [{"evaluation user": user, "difference": d, "mean": str(planted[d][0] if user == HELD else -0.1),
              "low": "0", "high": "0", "p": str(planted[d][1] if user == HELD else 2 / 4096), "n": "12"}
-            for user in (HELD, LOGGED) for d in (*U_FAMILY, "static - sft")]
+            for user in (HELD, LOGGED) for d in (*claims.U_FAMILY, "static - sft")]
     with open(folder / "paired.csv", "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
-    got = tuple(claims._confirmatory("u", U_FAMILY, i, "note", seeds="seeds")(tmp_path) for i in range(2))
+    got = tuple(claims._confirmatory("u", claims.U_FAMILY, i, "note", seeds="seeds")(tmp_path) for i in range(2))
     assert tuple(v.verdict for v in got) == verdicts
     assert got[0].family.startswith("Holm over the stated family of 2 (calibrated_opening - static, calibrated_opening - "
                                     "interactive_prompted) at 0.00714 (Bonferroni over the 7 confirmatory RL runs")
+
+
+U_ROWS = [f"{claims.ON_REQUESTS} (the logged request, then the calibrated simulator) beats Static Context RL on the same "
+          "requests against the held-out user model (every held-out goal, twelve seeds)",
+          f"{claims.ON_REQUESTS} (the logged request, then the calibrated simulator) beats Interactive RL against a prompted "
+          "simulator on the same goals, against the held-out user model (every held-out goal, twelve seeds)"]
+
+
+@pytest.mark.parametrize("static_p, verdicts", [(2 / 4096, ("supported", "supported")), (0.005, ("supported", "supported")),
+                                                (0.008, ("not significant", "supported"))])
+def test_run_us_rows_read_its_stated_family(tmp_path, static_p, verdicts):
+    """The two rows of run U read its stated family in the shipped folder (Interactive RL's p planted
+    at 2 / 4096): Static Context RL's p of 0.005 passes Holm's second step (0.05 / 7), 0.008 does not."""
+    _copy_inputs(tmp_path)
+
+    def plant(r):
+        if r["evaluation user"] == HELD and r["difference"] in claims.U_FAMILY:
+            r["mean"], r["p"] = "0.02", str(static_p if r["difference"].endswith("static") else 2 / 4096)
+
+    _edit_rows(tmp_path / claims.REAL_PAPER_REQUESTS / "paired.csv", plant)
+    got = {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}
+    assert tuple(got[c] for c in U_ROWS) == verdicts
