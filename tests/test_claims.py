@@ -106,13 +106,13 @@ CONFIRMATORY = [(claims.REAL_OPENING, "calibrated_opening", HELD, "On real dialo
 
 
 @pytest.mark.parametrize("folder, arm, user, target", CONFIRMATORY, ids=["logged_opening", "every_goal", "rl_on_calibration", "requests"])
-@pytest.mark.parametrize("mean, p, verdict", [(0.02, 0.0078, "supported"), (0.02, 0.03, "not significant"),
-                                              (0.02, 0.0095, "not significant"), (-0.02, 0.0078, "contradicted"),
+@pytest.mark.parametrize("mean, p, verdict", [(0.02, 0.0068, "supported"), (0.02, 0.03, "not significant"),
+                                              (0.02, 0.0078, "not significant"), (-0.02, 0.0068, "contradicted"),
                                               (0.0, 1.0, "not significant"), (0.008, 29 / 4096, "supported"),
                                               (0.008, 30 / 4096, "not significant"), (0.008, 34 / 4096, "not significant")])
 def test_a_confirmatory_row_needs_p_below_the_bonferroni_bar(tmp_path, folder, arm, user, target, mean, p, verdict):
     """A confirmatory run's row is decided by its primary evaluation user's test at 0.05 over the
-    number of confirmatory runs (seven): a p of 0.0095, below 0.05 / 5 but above 0.05 / 6, is not
+    number of confirmatory runs (seven): a p of 0.0078, below 0.05 / 6 but above 0.05 / 7, is not
     significant; 29 of 4096 sign patterns pass the bar 0.05 / 7 and 30 do not, so T's 34 (which
     passed 0.05 / 6 before U joined the family) do not; another evaluation user's row does not move it."""
     assert claims.CONFIRMATORY_RUNS == 7
