@@ -640,11 +640,13 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
 
 def write_outputs(out: Path, results: dict, seconds: dict, call: dict | None = None) -> None:
     """``results.json``, ``results.md``, ``runs.csv``, ``paired.csv``, ``training.csv``, ``per_turn.csv``, the figures
-    and ``timings.json``: each stage's wall seconds from the call that computed it and each call's
-    wall seconds and workers (a resumed run adds its own to those of the calls before)."""
+    and ``timings.json``: each stage's wall seconds, kept beside the stage by whichever call computed
+    it (one that was stopped before it ended included), and each finished call's wall seconds and
+    workers (a resumed run adds its own to those of the calls before)."""
     write_json(out / "results.json", results)
     before = read_json(out / "timings.json") if (out / "timings.json").is_file() else {}
-    write_json(out / "timings.json", {"seconds_per_stage_computed": {**before.get("seconds_per_stage_computed", {}), **seconds},
+    kept = StageCache(out / "stages").saved_seconds()
+    write_json(out / "timings.json", {"seconds_per_stage_computed": {**before.get("seconds_per_stage_computed", {}), **kept, **seconds},
                                       "calls": before.get("calls", []) + ([{**call, "stages_computed": len(seconds)}] if call else [])})
     write_csv(out / "runs.csv", results["runs"])
     write_csv(out / "paired.csv", results["paired"])

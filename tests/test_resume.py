@@ -46,7 +46,8 @@ def test_other_settings_are_refused_naming_each(tmp_path):
 
 
 def _files(folder: Path) -> list[Path]:
-    return sorted(p.relative_to(folder) for p in folder.rglob("*") if p.is_file() and not p.name.startswith("timings"))
+    return sorted(p.relative_to(folder) for p in folder.rglob("*")
+                  if p.is_file() and not any(part.startswith("timings") for part in p.relative_to(folder).parts))
 
 
 def _assert_same_files(ref: Path, out: Path, what: str) -> None:

@@ -302,6 +302,11 @@ def test_stage_cache_computes_once_then_loads(tmp_path):
     assert again.saved("a") and again.saved("m") and not again.saved("b") and not quiet.saved("b")  # what was written, only
     again.folder_stage("f", lambda tmp: tmp.mkdir())
     assert again.saved("f")
+    # each saved stage's seconds are kept beside it, for any later call; an unsaved one's are not
+    kept = StageCache(tmp_path / "stages").saved_seconds()
+    assert kept == {"a": cache.seconds["a"], "f": again.seconds["f"], "m": again.seconds["m"]} and not quiet.saved_seconds()
+    (tmp_path / "stages" / "a.json").unlink()  # a stage deleted to be recomputed has no seconds until it is
+    assert set(StageCache(tmp_path / "stages").saved_seconds()) == {"f", "m"}
 
 
 @settings(max_examples=60, deadline=None)

@@ -7,6 +7,9 @@ recomputes only the stages that had not finished. That a folder belongs to the s
 checked once per run by :func:`shiftbounds.utils.io.guard_resume`; the stages must draw from
 generators keyed by their own names (:mod:`shiftbounds.utils.seeding`), so that a loaded stage
 and a recomputed one are interchangeable.
+
+Each saved stage's wall seconds are kept beside it, under ``timings/<name>.json``, so the cost of
+a run that was stopped and resumed is known stage by stage, whichever call computed each.
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ class StageCache:
         seconds: wall seconds of every stage computed (not loaded) through this cache.
     """
 
+    SECONDS = "timings"  # no stage has this name
+
     def __init__(self, folder: str | Path, *, save: bool = True, barrier: Callable[[], None] = lambda: None) -> None:
         self.folder = Path(folder)
         self.save = save
@@ -47,10 +52,23 @@ class StageCache:
             return load(path)
         t0 = time.perf_counter()
         value = make()
-        self.seconds[path.stem] = time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
         if self.save:
             save(value, path)
+        self._record(path.stem, seconds)
         return value
+
+    def _record(self, name: str, seconds: float) -> None:
+        """``seconds`` for the stage ``name`` in :attr:`seconds` and, when saving, beside the stage."""
+        self.seconds[name] = seconds
+        if self.save:
+            write_json(self.folder / self.SECONDS / f"{name}.json", seconds)
+
+    def saved_seconds(self) -> dict[str, float]:
+        """Wall seconds of every stage saved under this folder by any call (sorted by name); a stage
+        saved before its seconds were kept is absent."""
+        kept = sorted((self.folder / self.SECONDS).glob("*.json"))
+        return {p.stem: read_json(p) for p in kept if self.saved(p.stem)}
 
     def saved(self, name: str) -> bool:
         """Whether the stage ``name`` is saved, as a ``<name>/`` folder, ``<name>.json`` or ``<name>.pt``."""
@@ -79,9 +97,10 @@ class StageCache:
         self.barrier()
         t0 = time.perf_counter()
         make(tmp)
-        self.seconds[name] = time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
         self.barrier()
         if self.save:
             tmp.rename(path)
+        self._record(name, seconds)
         self.barrier()
         return path
