@@ -88,7 +88,13 @@ from shiftbounds.conversations.tasks import (
     load_taskmaster,
     taskmaster4_judge,
 )
-from shiftbounds.figures.text import plot_paradigm_success, plot_text_realism, plot_text_sycophancy, plot_training_curves
+from shiftbounds.figures.text import (
+    plot_paired_differences,
+    plot_paradigm_success,
+    plot_text_realism,
+    plot_text_sycophancy,
+    plot_training_curves,
+)
 from shiftbounds.utils.cli import exit_on_stale, load_config_file, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.memory import Stage, estimate, format_estimate, model_shape
@@ -688,6 +694,7 @@ def write_outputs(out: Path, results: dict, seconds: dict, call: dict | None = N
     plot_text_realism(results, out / "realism_by_turn")
     plot_text_sycophancy(results, out / "sycophancy")
     plot_paradigm_success(results, out / "paradigms")
+    plot_paired_differences(results, out / "paired")
     if results.get("training_curves"):
         plot_training_curves(results, out / "training_curves")
 

@@ -3,8 +3,8 @@
 ``python -m paper_figures [--preset smoke|default] [--results-dir results] [--out-dir DIR] [--only NAME ...] [--run-missing]``
 
 Each figure is drawn from its experiment's ``results.json`` under
-``<results-dir>/<experiment>/<preset>/`` (``real_dialogue``: its ``cpu`` preset under
-``--preset default``). A missing results file is reported with the command that makes it, and the
+``<results-dir>/<experiment>/<preset>/`` (under ``--preset default``, ``real_dialogue``: its ``cpu``
+preset, and ``real_dialogue_paper``: its ``paper_requests`` preset, the paradigms compared). A missing results file is reported with the command that makes it, and the
 group is skipped; ``--run-missing`` runs those commands first (one after the other). The list of
 figures, what each shows and the command behind it is in ``paper_figures/README.md``.
 """
@@ -18,7 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from shiftbounds import figures as F
-from shiftbounds.figures.text import plot_paradigm_success, plot_text_realism, plot_text_sycophancy, plot_training_curves
+from shiftbounds.figures.text import (
+    plot_paired_differences,
+    plot_paradigm_success,
+    plot_text_realism,
+    plot_text_sycophancy,
+    plot_training_curves,
+)
 from shiftbounds.utils.cli import parse_config
 from shiftbounds.utils.io import read_json
 
@@ -47,8 +53,13 @@ def _full_pipeline(r: dict, out: Path) -> list[Path]:
 
 def _real_dialogue(r: dict, out: Path) -> list[Path]:
     return (plot_text_realism(r, out / "fig_real_realism_by_turn") + plot_text_sycophancy(r, out / "fig_real_sycophancy")
-            + plot_paradigm_success(r, out / "fig_real_paradigms")
+            + plot_paradigm_success(r, out / "fig_real_paradigms") + plot_paired_differences(r, out / "fig_real_paired")
             + (plot_training_curves(r, out / "fig_real_training_curves") if r.get("training_curves") else []))
+
+
+def _real_dialogue_paper(r: dict, out: Path) -> list[Path]:
+    return (plot_paradigm_success(r, out / "fig_real_paper_paradigms") + plot_paired_differences(r, out / "fig_real_paper_paired")
+            + plot_training_curves(r, out / "fig_real_paper_training_curves"))
 
 
 # group -> (experiment whose results it draws, the drawing function)
@@ -59,9 +70,10 @@ FIGURES: dict[str, tuple[str, Callable[[dict, Path], list[Path]]]] = {
     "modadd": ("modadd", _modadd),
     "full_pipeline": ("full_pipeline", _full_pipeline),
     "real_dialogue": ("real_dialogue", _real_dialogue),
+    "real_dialogue_paper": ("real_dialogue", _real_dialogue_paper),
 }
-MAIN_PRESET = {"real_dialogue": "cpu", "modadd": "cpu"}
-"""The preset whose results a figure draws from, where it is not the experiment's ``default``."""
+MAIN_PRESET = {"real_dialogue": "cpu", "real_dialogue_paper": "paper_requests", "modadd": "cpu"}
+"""The preset whose results a figure group draws from, where it is not its experiment's ``default``."""
 
 
 @dataclass(frozen=True)
@@ -84,10 +96,10 @@ class FiguresConfig:
 PRESETS = {"default": {}, "smoke": {"experiment_preset": "smoke", "out_dir": "paper_figures/out_smoke"}}
 
 
-def results_folder(cfg: FiguresConfig, experiment: str) -> tuple[Path, str]:
-    """The results folder a group draws from, and the preset that makes it."""
-    preset = cfg.experiment_preset or MAIN_PRESET.get(experiment, "default")
-    return Path(cfg.results_dir) / experiment / preset, preset
+def results_folder(cfg: FiguresConfig, group: str) -> tuple[Path, str]:
+    """The results folder a figure group draws from, and the preset that makes it."""
+    preset = cfg.experiment_preset or MAIN_PRESET.get(group, "default")
+    return Path(cfg.results_dir) / FIGURES[group][0] / preset, preset
 
 
 def main(argv: list[str] | None = None) -> list[Path]:
@@ -95,7 +107,7 @@ def main(argv: list[str] | None = None) -> list[Path]:
     written, missing = [], []
     for name in cfg.only:
         experiment, draw = FIGURES[name]
-        folder, preset = results_folder(cfg, experiment)
+        folder, preset = results_folder(cfg, name)
         cmd = [sys.executable, "-m", f"experiments.{experiment}", "--preset", preset, "--out-dir", str(folder),
                "--seed", str(cfg.seed)]
         if not (folder / "results.json").exists() and cfg.run_missing:

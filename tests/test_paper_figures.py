@@ -23,7 +23,8 @@ def test_paper_figures_smoke_run_missing(tmp_path):
     names = {p.name for p in written}
     for stem in ("fig_bound_check", "fig_dialogue_per_turn", "fig_dialogue_regime_map", "fig_dialogue_user_models",
                  "fig_noisy_expert", "fig_modadd", "fig_pipeline_learning_curves", "fig_pipeline_shifts",
-                 "fig_real_realism_by_turn", "fig_real_sycophancy", "fig_real_paradigms", "fig_real_training_curves"):
+                 "fig_real_realism_by_turn", "fig_real_sycophancy", "fig_real_paradigms", "fig_real_paired", "fig_real_training_curves",
+                 "fig_real_paper_paradigms", "fig_real_paper_paired", "fig_real_paper_training_curves"):
         assert {stem + ".png", stem + ".pdf"} <= names
     assert all(p.stat().st_size > 1000 for p in written)
 
@@ -67,3 +68,41 @@ def test_paradigm_bars_legend_sits_off_the_bars(tmp_path, monkeypatch):
     fig = seen["fig"]
     assert [t.get_text() for leg in fig.legends for t in leg.get_texts()] == ["sft", "static", "calibrated"]
     assert fig.axes[0].get_legend() is None
+
+
+def test_the_paper_comparison_group_draws_the_shipped_paper_requests_run():
+    """Under the default preset the paradigm comparison's figures come from the shipped run of
+    ``--preset paper_requests``; the other real-dialogue figures from ``--preset cpu``."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    cfg = pf.FiguresConfig(results_dir=str(root / "results"))
+    folder, preset = pf.results_folder(cfg, "real_dialogue_paper")
+    assert preset == "paper_requests" and (folder / "results.json").is_file()
+    assert pf.results_folder(cfg, "real_dialogue") == (root / "results" / "real_dialogue" / "cpu", "cpu")
+    assert pf.results_folder(pf.FiguresConfig(experiment_preset="smoke"), "real_dialogue_paper")[1] == "smoke"
+
+
+def test_paired_differences_fill_only_the_orderings_holm_keeps(tmp_path, monkeypatch):
+    """One row per comparison, one marker per evaluation user: filled where the Holm verdict calls
+    an ordering, hollow where it does not; the training-simulator rows are not drawn."""
+    from matplotlib.colors import to_rgba
+
+    from shiftbounds.figures import text
+
+    seen = {}
+    monkeypatch.setattr(text, "save_figure", lambda fig, stem: seen.setdefault("fig", fig) and [])
+    users = ["held-out user model", "independent user model"]
+    paired = [{"evaluation user": u, "difference": d, "mean": m, "low": m - 0.01, "high": m + 0.01, "holm verdict": v}
+              for u in users for d, m, v in (("calibrated - sft", 0.02, "calibrated > sft"), ("static - sft", 0.0, "not significant"))]
+    paired.append({"evaluation user": "its training simulator (calibrated)", "difference": "calibrated - sim", "mean": 0.5,
+                   "low": 0.4, "high": 0.6, "holm verdict": "calibrated > sft"})
+    text.plot_paired_differences({"evaluation_users": users, "paired": paired}, tmp_path / "f")
+    ax = seen["fig"].axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["calibrated - sft", "static - sft"]
+    points = [(line.get_xdata()[0], line.get_markerfacecolor()) for line in ax.lines
+              if len(line.get_xdata()) == 1 and line.get_marker() != "|"]  # not the error bars' caps
+    assert len(points) == 4
+    for x, face in points:
+        assert (to_rgba(face) == to_rgba("white")) == (x == 0.0), (x, face)
+    assert [t.get_text() for leg in seen["fig"].legends for t in leg.get_texts()] == users

@@ -163,7 +163,7 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     for row in res["paired"]:  # Holm keeps an ordering only where the uncorrected test called one
         assert 0.0 <= row["p"] <= 1.0 and row["holm verdict"] in (row["verdict"], "not significant")
     for name in ("results.md", "results.json", "config.json", "runs.csv", "paired.csv", "training.csv", "per_turn.csv", "timings.json",
-                 "realism_by_turn.png", "sycophancy.pdf", "paradigms.png"):
+                 "realism_by_turn.png", "sycophancy.pdf", "paradigms.png", "paired.png", "paired.pdf"):
         assert (tmp_path / "r" / name).exists(), name
     syc = res["sycophancy"]
     assert syc["people (logged replies)"]["accept_wrong"] is None

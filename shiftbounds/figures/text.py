@@ -72,9 +72,36 @@ def plot_paradigm_success(results: dict, stem: Path) -> list[Path]:
     for i, arm in enumerate(arms):
         for j, u in enumerate(users):
             seeds = [r["success"] for r in results["runs"] if r["arm"] == arm and r["user"] == u]
-            ax.plot([j + width * i] * len(seeds), seeds, "k.", ms=2)
+            ax.plot([j + width * i] * len(seeds), seeds, "o", ms=2, mfc="white", mec="black", mew=0.4)  # apart from any hatch
     ax.set_ylabel("goal success (held-out goals)")
     fig.legend(*ax.get_legend_handles_labels(), loc="outside upper center", ncol=len(arms), frameon=False, fontsize=6)  # off the bars
+    return save_figure(fig, stem)
+
+
+def plot_paired_differences(results: dict, stem: Path) -> list[Path]:
+    """Every paired comparison against each evaluation user (``results["paired"]``): the mean
+    difference in goal success over seeds with its 95 % interval, one row per comparison and one
+    marker per evaluation user; filled where an ordering survives Holm's correction over that
+    user's comparisons, hollow where it does not."""
+    users = results["evaluation_users"]
+    rows = [p for p in results["paired"] if p["evaluation user"] in users]
+    differences = list(dict.fromkeys(p["difference"] for p in rows))
+    fig, axes = new_figure(width=5.0, height=0.9 + 0.32 * len(differences))
+    ax = axes[0, 0]
+    step = 0.7 / max(len(users), 1)
+    for j, user in enumerate(users):
+        style = series_style(j)
+        ax.plot([], [], style["marker"], color=style["color"], ms=3, label=user)  # the legend's marker, filled
+        for p in (p for p in rows if p["evaluation user"] == user):
+            y = differences.index(p["difference"]) + step * (j - (len(users) - 1) / 2)
+            kept = p["holm verdict"] != "not significant"
+            ax.errorbar(p["mean"], y, xerr=[[p["mean"] - p["low"]], [p["high"] - p["mean"]]], fmt=style["marker"],
+                        color=style["color"], mfc=style["color"] if kept else "white", ms=3, elinewidth=0.8, capsize=1.5)
+    ax.axvline(0.0, color="0.5", linewidth=0.6, linestyle=":")
+    ax.set_yticks(range(len(differences)), differences, fontsize=6)
+    ax.invert_yaxis()
+    ax.set_xlabel("paired difference in goal success, 95 % CI\n(filled: an ordering kept by Holm)", fontsize=7)
+    fig.legend(*ax.get_legend_handles_labels(), loc="outside upper center", ncol=2, frameon=False, fontsize=6)
     return save_figure(fig, stem)
 
 
