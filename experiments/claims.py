@@ -403,6 +403,12 @@ def _modadd(root: Path) -> Verdict:
 
 
 FULL = "python -m experiments.full_pipeline (and --seed 1 --out-dir results/full_pipeline/default_seed1)"
+def _run_u(i: int):
+    """Run U's ``i``-th comparison of its stated family (:data:`U_FAMILY`)."""
+    return _confirmatory(REAL_PAPER_REQUESTS, U_FAMILY, i, "T's configuration frozen; the family stated before the run; the "
+                         "Calibrated arm's agents are T's", seeds="seeds, fresh for the other arms")
+
+
 CLAIMS = (
     Claim("1", "Policy-induced shift compounds quadratically (Theorem 1, on its tight cliff instance)",
           "python -m experiments.bound_check", ("results/bound_check/default/slopes.csv",), _slope("cliff")),
@@ -483,13 +489,11 @@ CLAIMS = (
     Claim("1", f"{ON_REQUESTS} (the logged request, then the calibrated simulator) beats Static Context RL on the same requests "
           "against the held-out user model (every held-out goal, twelve seeds)",
           U_COMMAND, (f"{REAL_PAPER_REQUESTS}/paired.csv",),
-          _confirmatory(REAL_PAPER_REQUESTS, U_FAMILY, 0, "T's configuration frozen; the family stated before the run; the "
-                        "Calibrated arm's agents are T's", seeds="seeds, fresh for the other arms")),
+          _run_u(0)),
     Claim("1", f"{ON_REQUESTS} (the logged request, then the calibrated simulator) beats Interactive RL against a prompted "
           "simulator on the same goals, against the held-out user model (every held-out goal, twelve seeds)",
           U_COMMAND, (f"{REAL_PAPER_REQUESTS}/paired.csv",),
-          _confirmatory(REAL_PAPER_REQUESTS, U_FAMILY, 1, "T's configuration frozen; the family stated before the run; the "
-                        "Calibrated arm's agents are T's", seeds="seeds, fresh for the other arms")),
+          _run_u(1)),
     Claim("2", "With a noisy expert, behaviour cloning's sample complexity grows exponentially in H at rate -log q (lock)",
           "python -m experiments.noisy_expert", (f"{NOISY}/growth.csv",), _bc_rate),
     Claim("2", "NAIL's sample complexity grows polynomially in H (lock)",

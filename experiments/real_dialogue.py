@@ -53,7 +53,8 @@ Outputs: ``results.json``, ``results.md``, ``runs.csv`` (every agent, seed and e
 rests on, the t-test's p, and the verdict after Holm's correction over each evaluation user's
 comparisons, :func:`comparisons`), ``training.csv`` (each GRPO run's training reward, first and last
 quarter, and with ``--curve-every`` the checkpoint curves' fitted rises), ``per_turn.csv``, figures
-``realism_by_turn``, ``sycophancy``, ``paradigms``, ``training_curves`` (PNG and PDF),
+``realism_by_turn``, ``sycophancy``, ``paradigms``, ``paired`` (each comparison's interval per evaluation user),
+``training_curves`` (PNG and PDF),
 ``config.json``, ``timings.json``.
 ``--estimate-only`` prints the device memory each stage needs, from the model's config, before any
 weights are loaded (:mod:`shiftbounds.utils.memory`).
@@ -651,8 +652,8 @@ def write_outputs(out: Path, results: dict, seconds: dict, call: dict | None = N
     workers (a resumed run adds its own to those of the calls before)."""
     write_json(out / "results.json", results)
     before = read_json(out / "timings.json") if (out / "timings.json").is_file() else {}
-    kept = StageCache(out / "stages").saved_seconds()
-    write_json(out / "timings.json", {"seconds_per_stage_computed": {**before.get("seconds_per_stage_computed", {}), **kept, **seconds},
+    kept = StageCache(out / "stages").saved_seconds()  # this call's stages too: each is kept once saved
+    write_json(out / "timings.json", {"seconds_per_stage_computed": {**before.get("seconds_per_stage_computed", {}), **kept},
                                       "calls": before.get("calls", []) + ([{**call, "stages_computed": len(seconds)}] if call else [])})
     write_csv(out / "runs.csv", results["runs"])
     write_csv(out / "paired.csv", results["paired"])
