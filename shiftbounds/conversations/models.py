@@ -169,6 +169,28 @@ def load_chat_model(name_or_path: str | Path, *, device: str | torch.device = "c
     return model.eval(), tok
 
 
+def check_model_source(spec: str | Path, option: str) -> str:
+    """``spec`` when it can name a model: a local folder holding a ``transformers`` model's
+    ``config.json``, or a Hub id (``owner/name``, not found locally). Anything else, a mistyped
+    folder above all, is a ``ValueError`` naming ``option`` at once, before any download is tried.
+
+    Raises:
+        ValueError: ``spec`` is an existing path that is no model folder, or a missing path that
+            cannot be a Hub id (no ``owner/name`` form, or its parent folder exists here).
+    """
+    text = str(spec)
+    path = Path(text).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ValueError(f"{option} {text!r} is no model folder: it holds no config.json")
+        return text
+    parts = text.split("/")
+    hub_like = len(parts) == 2 and all(parts) and not text.startswith((".", "~")) and not path.parent.is_dir()
+    if not hub_like:
+        raise ValueError(f"{option} {text!r}: no such model folder (a Hub id has the form owner/name)")
+    return text
+
+
 def check_model_folder(path: str, option: str) -> None:
     """Raise ``ValueError`` naming ``option`` unless ``path`` is empty (a tiny model from a config)
     or a folder holding a ``transformers`` model's ``config.json``."""

@@ -243,24 +243,28 @@ def attach_curve(trainer, checkpoint: Checkpoint, every: int) -> dict[str, Any]:
 
 def train_paradigm(paradigm: str, agent: str | Path, convs: ConversationData, judge: Judge, cfg: ParadigmConfig,
                    out_dir: str | Path, simulator_factory: Callable[[], UserSimulator] | None = None,
-                   credit: Judge | None = None, checkpoint: Checkpoint | None = None, curve_every: int = 0) -> Path:
+                   credit: Judge | None = None, checkpoint: Checkpoint | None = None, curve_every: int = 0,
+                   resume: bool = False) -> Path:
     """Train one paradigm (:func:`paradigm_trainer`) and save the agent to ``out_dir`` (model,
     tokenizer, ``shiftbounds.json`` with the reward per step, the judge's own reward per step
     (``success``: the goal success when a partial credit is paid beside it) and :func:`training_signal`); returns
     ``out_dir``. A run that learned nothing — no group with reward variance at any step, or weights
     that did not move — warns (``RuntimeWarning``) and says so in ``shiftbounds.json``
     (``training_signal.no_op``). With a ``checkpoint`` and ``curve_every`` >= 1, also the curve
-    :func:`attach_curve` measures (``curve`` in ``shiftbounds.json``)."""
+    :func:`attach_curve` measures (``curve`` in ``shiftbounds.json``). ``resume``: continue from the
+    last checkpoint in ``cfg.reporting.checkpoint_dir`` (saved with ``save_strategy="steps"``) to the
+    same agent as an uninterrupted run (the rollouts' draws are keyed by the step)."""
     import trl
 
     convs = as_conversations(convs)
     if checkpoint is not None and curve_every < 1:
         raise ValueError(f"a checkpoint measure needs curve_every >= 1; got {curve_every}")
+    last = last_checkpoint(cfg.reporting.checkpoint_dir) if resume else None
     with tempfile.TemporaryDirectory() as tmp:
         trainer = paradigm_trainer(paradigm, agent, convs, judge, cfg, cfg.reporting.checkpoint_dir or tmp, simulator_factory, credit)
         curve = attach_curve(trainer, checkpoint, curve_every) if checkpoint is not None else None
         before = _fingerprint(trainer.model)
-        trainer.train()
+        trainer.train(resume_from_checkpoint=str(last) if last is not None else None)
     log = trainer.state.log_history
     judged = f"rewards/{trainer.reward_func_names[0]}/mean"
     signal = training_signal(log, _fingerprint(trainer.model) != before)
@@ -268,6 +272,11 @@ def train_paradigm(paradigm: str, agent: str | Path, convs: ConversationData, ju
         warnings.warn(f"{paradigm} RL from {agent} learned nothing: {signal['zero_variance_steps']} of {signal['steps']} "
                       f"steps had no reward variance in any group; weights moved: {signal['weights_moved']}. The agent "
                       f"saved to {out_dir} is the starting agent (check the simulator's and the judge's rewards)",
+                      RuntimeWarning, stacklevel=2)
+    elif signal["steps"] and 2 * signal["zero_variance_steps"] >= signal["steps"]:
+        warnings.warn(f"{paradigm} RL from {agent}: {signal['zero_variance_steps']} of {signal['steps']} steps had no reward "
+                      "variance in any group (no policy gradient there); the agent learned from the rest only. Larger groups "
+                      "(num_generations), a higher temperature or a partial-credit reward give more steps a signal",
                       RuntimeWarning, stacklevel=2)
     meta = {"kind": "agent", "paradigm": paradigm, "base": str(agent), "system": cfg.system if cfg.system is not None else agent_system(agent) or SYSTEM,
             "n_conversations": len(convs),
@@ -279,6 +288,20 @@ def train_paradigm(paradigm: str, agent: str | Path, convs: ConversationData, ju
         save_chat_model(trainer.model, trainer.processing_class, out_dir, meta)
     trainer.accelerator.wait_for_everyone()
     return Path(out_dir)
+
+
+def last_checkpoint(folder: str | Path) -> Path:
+    """The newest ``checkpoint-<step>`` folder a trainer saved in ``folder``.
+
+    Raises:
+        ValueError: ``folder`` is empty (no checkpointing configured) or holds no checkpoint.
+    """
+    if not folder:
+        raise ValueError("resuming needs a checkpoint folder: train with checkpoints saved (save_strategy 'steps')")
+    found = sorted(Path(folder).glob("checkpoint-*"), key=lambda p: int(p.name.split("-")[-1]) if p.name.split("-")[-1].isdigit() else -1)
+    if not found:
+        raise ValueError(f"nothing to resume: {folder} holds no checkpoint-<step> folder")
+    return found[-1]
 
 
 def evaluate_agent(model, tokenizer, convs: ConversationData, simulator_factory: Callable[[], UserSimulator],

@@ -124,10 +124,14 @@ def make_rollout_func(goals: Mapping[str, Any], simulator_factory: Callable[[], 
     simulator from ``simulator_factory``, scored by ``judge`` (and by ``credit``, a partial-credit
     judge, into ``credit_reward`` when given); ``goals`` maps each conversation key to its goal. Every
     dialogue's draws come from (``seed``, trainer step, position in the global batch), so a run on
-    several processes rolls out the dialogues of a single-process run."""
-    calls = {"n": 0}
+    several processes rolls out the dialogues of a single-process run, and a run resumed from a
+    checkpoint those of the uninterrupted one (the trainer generates once per optimiser step: the
+    count of calls starts at the step it resumes from)."""
+    calls = {"n": None}
 
     def rollout_func(prompts: Sequence[list[dict]], trainer) -> dict:
+        if calls["n"] is None:
+            calls["n"] = int(getattr(getattr(trainer, "state", None), "global_step", 0) or 0)
         step = calls["n"]
         calls["n"] += 1
         offset = trainer.accelerator.process_index * len(prompts)  # the dialogue's place in the global batch

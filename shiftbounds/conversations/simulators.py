@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import copy
 import json
+import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -144,6 +145,8 @@ class LMUser:
         return cls(model, tok, **kw)
 
     def reset(self, goal: Any, *, seed: int | None = None) -> None:
+        if goal is None:
+            raise ValueError("an LM user needs a goal to fill its persona; got None (a record without a 'goal'?)")
         self.goal, self._seed, self._calls = goal, 0 if seed is None else seed, 0
 
     def prompt_ids(self, messages: list[dict]) -> list[int]:
@@ -206,6 +209,11 @@ def respond_all(simulators: Sequence[UserSimulator], histories: Sequence[list[di
     out: list[tuple[str, bool] | None] = [None] * len(simulators)
     groups: dict[tuple, list[int]] = {}
     inners = [sim.batched(h) if hasattr(sim, "batched") else None for sim, h in zip(simulators, histories)]
+    unbatched = [sim for sim in simulators if not hasattr(sim, "batched") and _holds_lm_user(sim)]
+    if len(unbatched) > 1:
+        warnings.warn(f"{type(unbatched[0]).__name__} holds an LM user but has no batched() / finish() methods, so "
+                      f"{len(unbatched)} dialogues are answered one at a time (much slower); implement them as "
+                      "CorrectedUser does to sample in one batch", UserWarning, stacklevel=2)
     for i, lm in enumerate(inners):
         if lm is None:
             out[i] = simulators[i].respond(histories[i])
@@ -222,6 +230,11 @@ def respond_all(simulators: Sequence[UserSimulator], histories: Sequence[list[di
             u._calls += 1
             out[i] = simulators[i].finish(histories[i], u.answer(histories[i], tok.decode(row, skip_special_tokens=True).strip()))
     return out
+
+
+def _holds_lm_user(sim: Any) -> bool:
+    """Whether a simulator wraps an :class:`LMUser` (as an attribute) without being one."""
+    return not isinstance(sim, LMUser) and any(isinstance(v, LMUser) for v in getattr(sim, "__dict__", {}).values())
 
 
 class HiddenGoalUser:

@@ -139,12 +139,17 @@ def plot_training_curves(results: dict, stem: Path) -> list[Path]:
 
 
 def plot_simulator_report(report: dict, stem: Path) -> list[Path]:
-    """The ``shiftbounds measure`` report: NLL of the people's user turns by turn; the
-    discriminator's AUC by turn (when measured; 0.5 dotted); and, with probes, the people's and
-    the simulator's shares of replies accepting a right and a wrong confirmation and of openings
-    that state the whole goal or agree with it (95 % intervals)."""
-    panels = ["nll"] + (["auc"] if "discriminator_auc" in report else []) + (["syc"] if "sycophancy" in report else [])
+    """The ``shiftbounds measure`` report, titled with the simulator's folder and kind: NLL of the
+    people's user turns by turn; the discriminator's AUC by turn (when measured; 0.5 dotted); and,
+    with probes, the people's and the simulator's shares of replies accepting a right and a wrong
+    confirmation and of openings that state the whole goal or agree with it, and how their replies
+    to right and to wrong confirmations split into accept / reject / unclear (95 % intervals)."""
+    syc = report.get("sycophancy")
+    panels = ["nll"] + (["auc"] if "discriminator_auc" in report else []) + (["syc", "replies"] if syc else [])
     fig, axes = new_figure(ncols=len(panels), width=3.2, height=2.6)
+    cfg = report.get("config", {})
+    fig.suptitle(f"Simulator {cfg.get('simulator', '?')} ({report.get('simulator_kind', 'simulator')}) on {cfg.get('logs', '?')}",
+                 fontsize=8)
     for ax, panel in zip(axes[0], panels):
         if panel in ("nll", "auc"):
             d = report["nll_by_turn"] if panel == "nll" else report["discriminator_auc"]
@@ -154,19 +159,36 @@ def plot_simulator_report(report: dict, stem: Path) -> list[Path]:
             if panel == "auc":
                 ax.axhline(0.5, color="0.5", linestyle=":", linewidth=1)
             continue
-        syc = report["sycophancy"]
-        metrics = ("accept_right", "accept_wrong", "goal_disclosure", "goal_consistency")
-        labels = ("accepts right", "accepts wrong", "names whole goal", "agrees with goal")
+        if panel == "syc":
+            metrics = ("accept_right", "accept_wrong", "goal_disclosure", "goal_consistency")
+            labels = ("accepts right", "accepts wrong", "names whole goal", "agrees with goal")
+        else:
+            metrics = tuple(f"{side}:{kind}" for side in ("right", "wrong") for kind in ("accept", "reject", "unclear"))
+            labels = tuple(f"{side}: {kind}" for side in ("right", "wrong") for kind in ("accept", "reject", "unclear"))
         names = list(syc)
-        est = [[syc[n].get(k) for k in metrics] for n in names]
-        grouped_bars(ax, names, metrics, [[np.nan if e is None else e["value"] for e in row] for row in est], labels=labels)
-        w = 0.8 / len(names)
-        for i, row in enumerate(est):
-            for j, e in enumerate(row):
-                if e is not None:
-                    ax.errorbar(j + w * i, e["value"], yerr=[[e["value"] - e["low"]], [e["high"] - e["value"]]], color="k",
-                                capsize=1.5, linewidth=0.6)
-        ax.set_ylim(0, 1.05)
-        ax.set_ylabel("share")
-        ax.legend(frameon=False, fontsize=6)
+        est = [[_reply_share(syc[n], k) for k in metrics] for n in names]
+        _bars_with_intervals(ax, names, metrics, est, labels)
+        ax.set_ylabel("share" if panel == "syc" else "share of replies to confirmations")
+        if panel == "replies":
+            ax.tick_params(axis="x", labelrotation=45)
     return save_figure(fig, stem)
+
+
+def _reply_share(side: dict, key: str) -> dict | None:
+    """A sycophancy report's estimate ``key``, or for ``"right:accept"`` its reply split's share."""
+    if ":" not in key:
+        return side.get(key)
+    which, kind = key.split(":")
+    return (side.get(f"replies_{which}") or {}).get(kind)
+
+
+def _bars_with_intervals(ax, names: list[str], metrics: tuple[str, ...], est: list[list[dict | None]], labels: tuple[str, ...]) -> None:
+    grouped_bars(ax, names, metrics, [[np.nan if e is None else e["value"] for e in row] for row in est], labels=labels)
+    w = 0.8 / len(names)
+    for i, row in enumerate(est):
+        for j, e in enumerate(row):
+            if e is not None:
+                ax.errorbar(j + w * i, e["value"], yerr=[[e["value"] - e["low"]], [e["high"] - e["value"]]], color="k",
+                            capsize=1.5, linewidth=0.6)
+    ax.set_ylim(0, 1.05)
+    ax.legend(frameon=False, fontsize=6)

@@ -28,6 +28,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+import yaml
+
 from shiftbounds.utils.io import StaleFolderError
 
 C = TypeVar("C")
@@ -86,21 +88,71 @@ def _converter(tp: Any):
     return tp
 
 
-def load_config_file(path: str | os.PathLike, cls: type) -> dict[str, Any]:
+def _check_value(path: Path, name: str, value: Any, tp: Any) -> Any:
+    """``value`` for the field ``name`` of type ``tp`` (lists become tuples), or a ``ValueError``
+    naming the file, the option, the value and the type expected."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        if value is None and len(inner) < len(typing.get_args(tp)):
+            return None
+        tp, origin = inner[0], typing.get_origin(inner[0])
+    if origin is tuple:
+        if isinstance(value, (list, tuple)):
+            items = typing.get_args(tp)
+            if not items:
+                return tuple(value)
+            if len(items) == 1 or items[1] is Ellipsis:
+                return tuple(_check_value(path, name, v, items[0]) for v in value)
+            if len(items) == len(value):
+                return tuple(_check_value(path, name, v, t) for v, t in zip(value, items))
+        expected = "a list"
+    elif origin is typing.Literal:
+        if value in typing.get_args(tp):
+            return value
+        expected = f"one of {typing.get_args(tp)}"
+    elif tp is bool:
+        if isinstance(value, bool):
+            return value
+        expected = "true or false"
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        expected = "an integer"
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        expected = "a number"
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+        expected = "a string"
+    else:
+        return value
+    raise ValueError(f"--config {path}: option {name} must be {expected}; got {value!r}")
+
+
+def load_config_file(path: str | os.PathLike, cls: type, *, section: str | None = None,
+                     sections: Mapping[str, type] | None = None) -> dict[str, Any]:
     """The options in a JSON or YAML file (``.json``, ``.yaml``, ``.yml``) as field values of ``cls``.
 
     A run's ``config.json`` (``{"config": {...}, "environment": {...}}``) gives its ``config``
-    part. Lists become tuples for tuple fields. An unknown option, or a file that is not a mapping,
-    is an error naming the file.
+    part. Lists become tuples for tuple fields; a value of the wrong type (``steps: abc``) is an
+    error naming the option. With ``sections`` (the commands of one program, name -> config class),
+    one file serves every command: a top-level mapping named after a command holds that command's
+    own options, and the other top-level options are shared, each applied to the commands that have
+    it (an option no command has is an error). An unknown option, malformed YAML or JSON, or a file
+    that is not a mapping is an error naming the file.
     """
     path = Path(path)
     if not path.is_file():
         raise ValueError(f"--config {path}: no such file")
     text = path.read_text(encoding="utf-8")
     if path.suffix.lower() in (".yaml", ".yml"):
-        import yaml
-
-        data = yaml.safe_load(text)
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"--config {path} is not valid YAML ({' '.join(str(exc).split())})") from None
     elif path.suffix.lower() == ".json":
         try:
             data = json.loads(text)
@@ -112,23 +164,31 @@ def load_config_file(path: str | os.PathLike, cls: type) -> dict[str, Any]:
         data = data["config"]
     if not isinstance(data, Mapping):
         raise ValueError(f"--config {path} must hold a mapping of options; got {type(data).__name__}")
-    hints = typing.get_type_hints(cls)
     names = {f.name for f in dataclasses.fields(cls)}
-    unknown = sorted(str(k) for k in data if str(k).replace("-", "_") not in names)
+    data = {str(k).replace("-", "_"): v for k, v in data.items()}
+    if sections:
+        own = data.get(section, {}) if section else {}
+        if not isinstance(own, Mapping):
+            raise ValueError(f"--config {path}: section {section} must be a mapping of options; got {own!r}")
+        known = {f.name for c in sections.values() for f in dataclasses.fields(c)}
+        shared = {k: v for k, v in data.items() if k not in sections}
+        unknown = sorted(k for k in shared if k not in known)
+        if unknown:
+            raise ValueError(f"--config {path}: unknown options {unknown}; expected options of {sorted(sections)} "
+                             f"or sections named after them")
+        data = {k: v for k, v in shared.items() if k in names} | {str(k).replace("-", "_"): v for k, v in own.items()}
+    unknown = sorted(k for k in data if k not in names)
     if unknown:
         raise ValueError(f"--config {path}: unknown options {unknown}; expected some of {sorted(names)}")
-    out = {}
-    for k, v in data.items():
-        k = str(k).replace("-", "_")
-        out[k] = tuple(v) if typing.get_origin(hints[k]) is tuple and isinstance(v, list) else v
-    return out
+    hints = typing.get_type_hints(cls)
+    return {k: _check_value(path, k, v, hints[k]) for k, v in data.items()}
 
 
 def _base_values(cls: type, presets: Mapping[str, Mapping[str, Any]], preset: str, config_file: str | None,
-                 name: str) -> dict[str, Any]:
+                 name: str, sections: Mapping[str, type] | None = None) -> dict[str, Any]:
     values = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
     values.update(presets[preset])
-    from_file = load_config_file(config_file, cls) if config_file else {}
+    from_file = load_config_file(config_file, cls, section=name.rsplit(" ", 1)[-1], sections=sections) if config_file else {}
     values.update(from_file)
     if "out_dir" in values and "out_dir" not in presets[preset] and "out_dir" not in from_file:
         values["out_dir"] = f"results/{name}/{preset}"
@@ -136,13 +196,15 @@ def _base_values(cls: type, presets: Mapping[str, Mapping[str, Any]], preset: st
 
 
 def build_parser(cls: type, description: str, presets: Mapping[str, Mapping[str, Any]], *, name: str,
-                 preset: str = "default", config_file: str | None = None) -> argparse.ArgumentParser:
+                 preset: str = "default", config_file: str | None = None,
+                 sections: Mapping[str, type] | None = None) -> argparse.ArgumentParser:
     """An ``ArgumentParser`` with ``--preset``, ``--config``, ``--threads`` and one option per field of
-    ``cls``, whose shown defaults are those of ``preset`` (and ``config_file``)."""
+    ``cls``, whose shown defaults are those of ``preset`` (and ``config_file``; ``sections``: see
+    :func:`load_config_file`)."""
     missing = [p for p in REQUIRED_PRESETS if p not in presets]
     if missing:
         raise ValueError(f"{name}: every entry point needs the presets {REQUIRED_PRESETS}; missing {missing}")
-    base = _base_values(cls, presets, preset, config_file, name)
+    base = _base_values(cls, presets, preset, config_file, name, sections)
     parser = argparse.ArgumentParser(prog=f"python -m {name}" if "." in name else None, description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--preset", choices=sorted(presets), default="default",
@@ -174,12 +236,13 @@ def _prog(name: str) -> str:
 
 
 def parse_config(cls: type[C], description: str, presets: Mapping[str, Mapping[str, Any]], argv: list[str] | None = None,
-                 *, name: str, apply_threads: bool = True) -> C:
+                 *, name: str, apply_threads: bool = True, sections: Mapping[str, type] | None = None) -> C:
     """Parse ``argv`` into a validated config (and set the thread count).
 
     ``name`` is the entry point's module (``experiments.full_pipeline``); its last part names the
     default output folder ``results/<name>/<preset>``. A bad option exits with the config's own message (which names the option), as ``argparse`` does for
-    a malformed value.
+    a malformed value. ``sections``: the sibling commands of a program whose one ``--config`` file
+    serves them all (:func:`load_config_file`; ``name``'s last word names this command's section).
     """
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--preset", default="default")
@@ -189,12 +252,12 @@ def parse_config(cls: type[C], description: str, presets: Mapping[str, Mapping[s
     short = name.rsplit(".", 1)[-1] if not name.startswith("benchmarks.") else name.replace(".", "/")
     preset = known.preset if known.preset in presets else "default"
     try:
-        parser = build_parser(cls, description, presets, name=short, preset=preset, config_file=known.config)
+        parser = build_parser(cls, description, presets, name=short, preset=preset, config_file=known.config, sections=sections)
     except ValueError as exc:
         argparse.ArgumentParser(prog=_prog(name)).error(str(exc))
     parser.prog = _prog(name)
     args = parser.parse_args(argv)
-    values = _base_values(cls, presets, args.preset, args.config, short)
+    values = _base_values(cls, presets, args.preset, args.config, short, sections)
     for f in dataclasses.fields(cls):
         v = getattr(args, f.name)
         if v is not None:
@@ -203,6 +266,6 @@ def parse_config(cls: type[C], description: str, presets: Mapping[str, Mapping[s
         cfg = cls(**values)
         if apply_threads:
             set_threads(args.threads)
-    except ValueError as exc:
+    except (ValueError, TypeError) as exc:
         parser.error(str(exc))
     return cfg
