@@ -31,23 +31,36 @@ METADATA = "shiftbounds.json"
 """The file a saved simulator or agent folder carries: kind, persona or paradigm, base, settings."""
 
 
+CHATML_MARKERS = ("<|im_start|>", "<|im_end|>", "<|endoftext|>")
+"""The special tokens of a tiny model with a ChatML (Qwen-style) template: start, end (EOS), pad."""
+
+
 def build_tiny_chat_model(folder: str | Path, texts: Iterable[str], *, vocab_size: int = 512, d_model: int = 64,
-                          n_layer: int = 2, n_head: int = 4, max_len: int = 512, seed: int = 0) -> Path:
+                          n_layer: int = 2, n_head: int = 4, max_len: int = 512, seed: int = 0,
+                          chat_template: str | None = None) -> Path:
     """Train a byte-level BPE tokenizer on ``texts``, build a GPT-2 of this size with random weights
-    (from ``seed``), save both (with :data:`CHAT_TEMPLATE`) to ``folder`` and return it."""
+    (from ``seed``), save both (with :data:`CHAT_TEMPLATE`) to ``folder`` and return it. With a
+    ``chat_template`` of the ChatML family (``<|im_start|>role ... <|im_end|>``, e.g. one that renders
+    tool calls, :func:`~shiftbounds.conversations.environment.tool_calling_chat_template`), the
+    tokenizer's special tokens are :data:`CHATML_MARKERS` and that template is saved instead."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
 
-
+    markers = list(ROLE_MARKERS) if chat_template is None else list(CHATML_MARKERS)
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     core.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(ROLE_MARKERS),
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=markers,
                                   initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     core.train_from_iterator(list(texts), trainer)
-    tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|end|>", pad_token="<|pad|>", bos_token="<|system|>",
-                                  additional_special_tokens=["<|user|>", "<|assistant|>"])
-    tok.chat_template = CHAT_TEMPLATE
+    if chat_template is None:
+        tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|end|>", pad_token="<|pad|>", bos_token="<|system|>",
+                                      additional_special_tokens=["<|user|>", "<|assistant|>"])
+        tok.chat_template = CHAT_TEMPLATE
+    else:
+        start, end, pad = CHATML_MARKERS
+        tok = PreTrainedTokenizerFast(tokenizer_object=core, eos_token=end, pad_token=pad, bos_token=start)
+        tok.chat_template = chat_template
     cfg = GPT2Config(vocab_size=len(tok), n_positions=max_len, n_embd=d_model, n_layer=n_layer, n_head=n_head,
                      bos_token_id=tok.bos_token_id, eos_token_id=tok.eos_token_id, pad_token_id=tok.pad_token_id,
                      resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
