@@ -110,3 +110,62 @@ def test_config_json_reruns_the_run(tmp_path):
     again = full_pipeline.main(["--config", str(out / "config.json"), "--out-dir", str(tmp_path / "rerun")])
     assert again["config"]["rl_steps"] == 2 and tuple(again["config"]["tasks"]) == ("booking",)
     assert again["main"] == first["main"] and again["paired"] == first["paired"]
+
+
+@pytest.mark.slow
+def test_ray_executor_writes_the_local_workers_bytes_and_resumes(tmp_path):
+    """GIVEN the smoke preset WHEN its (task, seed) jobs run as Ray tasks on a local Ray started here
+    (num_cpus=2) THEN every file equals the local workers' run, and a second call on the same
+    folder (a resume with every stage saved) changes nothing."""
+    ray = pytest.importorskip("ray", reason="ray is in the test extra; install shiftbounds[dev]")
+    from shiftbounds.utils import workers
+
+    out = tmp_path / "run"
+    args = ["--preset", "smoke", "--rl-steps", "6", "--eval-every", "3", "--out-dir", str(out)]
+    full_pipeline.main([*args, "--workers", "1"])
+    out.rename(tmp_path / "local")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        full_pipeline.main([*args, "--executor", "ray"])
+        _assert_same_files(tmp_path / "local", out, "between Ray tasks and local workers")
+        before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file() and "timings" not in p.name}
+        full_pipeline.main([*args, "--executor", "ray"])
+        assert {p: p.read_bytes() for p in before} == before
+    finally:
+        ray.shutdown()
+        workers.set_executor("local")
+
+
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads the process table from /proc (Linux)")
+def test_workers_exit_when_the_main_job_is_killed(tmp_path):
+    """GIVEN the main job on two spawned workers WHEN it is killed with SIGKILL THEN its workers exit
+    by themselves within a few seconds (they used to finish their stages as orphans)."""
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.full_pipeline", "--preset", "smoke", "--rl-steps", "400",
+                             "--workers", "2", "--out-dir", str(tmp_path / "run")], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    kids: list[int] = []
+    while time.time() < deadline and len(kids) < 2:
+        time.sleep(0.5)
+        kids = [k for k in _children(proc.pid) if "spawn_main" in Path(f"/proc/{k}/cmdline").read_text(errors="ignore")]
+    assert len(kids) >= 2, "the workers did not start"
+    time.sleep(3)  # into their jobs
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    deadline = time.time() + 20
+    while time.time() < deadline and any(Path(f"/proc/{k}").exists() for k in kids):
+        time.sleep(0.5)
+    alive = [k for k in kids if Path(f"/proc/{k}").exists() and "Z" not in Path(f"/proc/{k}/stat").read_text().rsplit(")", 1)[1][:3]]
+    assert not alive, f"workers {alive} outlived the killed main job"

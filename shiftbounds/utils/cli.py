@@ -9,7 +9,8 @@ Every experiment, benchmark and ``paper_figures`` takes:
 * one ``--field-name`` per field of the config (help text from the field's ``metadata["help"]``);
   tuples are written comma-separated (``--horizons 4,8,16``), booleans as ``--flag`` /
   ``--no-flag``; explicitly given options override preset and file;
-* ``--out-dir`` (default ``results/<entry point>/<preset>/``), ``--seed``, and ``--threads``.
+* ``--out-dir`` (default ``results/<entry point>/<preset>/``), ``--seed``, ``--threads``, and
+  ``--executor local|ray`` (where independent jobs run, :mod:`shiftbounds.utils.workers`).
 
 ``--help`` shows the values of the chosen preset (and file): ``--preset smoke --help`` prints the
 smoke defaults. Validation stays in the dataclass's ``__post_init__``: a bad option fails at start
@@ -31,6 +32,7 @@ from typing import Any, TypeVar
 import yaml
 
 from shiftbounds.utils.io import StaleFolderError
+from shiftbounds.utils.workers import EXECUTORS, set_executor
 
 C = TypeVar("C")
 
@@ -213,6 +215,9 @@ def build_parser(cls: type, description: str, presets: Mapping[str, Mapping[str,
                                                          "on top of the preset")
     parser.add_argument("--threads", type=int, default=default_threads(),
                         help=f"torch threads for this process (default: half the cores, {default_threads()})")
+    parser.add_argument("--executor", choices=EXECUTORS, default="local",
+                        help="where independent jobs run: local worker processes, or Ray tasks on the cluster ray.init() "
+                             "finds (RAY_ADDRESS) or a local one; the outputs are the same bytes (default: local)")
     hints = typing.get_type_hints(cls)
     for f in dataclasses.fields(cls):
         tp = hints[f.name]
@@ -266,6 +271,7 @@ def parse_config(cls: type[C], description: str, presets: Mapping[str, Mapping[s
         cfg = cls(**values)
         if apply_threads:
             set_threads(args.threads)
+        set_executor(args.executor)
     except (ValueError, TypeError) as exc:
         parser.error(str(exc))
     return cfg
