@@ -37,3 +37,8 @@ class Probes:
 
     def consistent(self, reply: str, goal) -> bool:
         return str(goal) in reply
+
+
+def length_judge(goal, messages) -> float:
+    """A reward with variance for any agent: the length of its messages (for training tests)."""
+    return sum(len(m["content"]) for m in messages if m["role"] == "assistant") / 10.0

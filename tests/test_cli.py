@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -185,3 +186,26 @@ def test_simulator_report_figure_is_titled_and_shows_reply_kinds(monkeypatch, tm
     assert "runs/sim" in fig._suptitle.get_text() and "calibrated" in fig._suptitle.get_text()
     labels = [t.get_text() for t in fig.axes[-1].get_xticklabels()]
     assert labels == [f"{s}: {k}" for s in ("right", "wrong") for k in ("accept", "reject", "unclear")]
+
+
+@pytest.mark.slow
+def test_train_resumes_to_the_uninterrupted_weights(synthetic, tmp_path):
+    """``train --save-steps 1`` killed after step 2 (its later checkpoints and agent deleted), then
+    ``--resume``, gives the weights of the uninterrupted run, and they moved from the start."""
+    import torch
+    from safetensors.torch import load_file
+
+    _, convs, base = synthetic
+    logs = write_conversations(tmp_path / "train.jsonl", convs[:8])
+    sim_args = ["calibrate", "--preset", "smoke", "--logs", str(logs), "--base", str(base), "--out-dir", str(tmp_path / "o")]
+    cli.run(sim_args)
+    common = ["train", "--preset", "smoke", "--paradigm", "calibrated", "--agent", str(base), "--logs", str(logs), "--simulator",
+              str(tmp_path / "o" / "simulator"), "--judge", "tests.cli_task:length_judge", "--lr", "1e-3", "--max-new-tokens", "3"]
+    cli.run([*common, "--steps", "4", "--out-dir", str(tmp_path / "whole")])
+    cli.run([*common, "--steps", "4", "--save-steps", "1", "--out-dir", str(tmp_path / "split")])
+    for late in ("checkpoint-3", "checkpoint-4", "../agent"):  # as if killed after step 2
+        shutil.rmtree(tmp_path / "split" / "checkpoints" / late)
+    cli.run([*common, "--steps", "4", "--save-steps", "1", "--resume", "--out-dir", str(tmp_path / "split")])
+    a, b = (load_file(str(tmp_path / d / "agent" / "model.safetensors")) for d in ("whole", "split"))
+    gap = max(float((a[k] - b[k]).abs().max()) for k in a)
+    assert gap == 0.0 and not all(torch.equal(a[k], load_file(str(Path(base) / "model.safetensors"))[k]) for k in a), gap
