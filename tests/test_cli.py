@@ -209,3 +209,12 @@ def test_train_resumes_to_the_uninterrupted_weights(synthetic, tmp_path):
     a, b = (load_file(str(tmp_path / d / "agent" / "model.safetensors")) for d in ("whole", "split"))
     gap = max(float((a[k] - b[k]).abs().max()) for k in a)
     assert gap == 0.0 and not all(torch.equal(a[k], load_file(str(Path(base) / "model.safetensors"))[k]) for k in a), gap
+
+
+def test_a_run_mostly_without_reward_variance_warns():
+    from shiftbounds.conversations.paradigms import signal_warning, training_signal
+
+    log = [{"frac_reward_zero_std": 1.0}] * 19 + [{"frac_reward_zero_std": 0.5}]
+    assert "19 of 20 steps had no reward variance" in signal_warning(training_signal(log, True), "run", "out")
+    assert "learned nothing" in signal_warning(training_signal(log[:19], True), "run", "out")
+    assert signal_warning(training_signal([{"frac_reward_zero_std": 0.0}] * 3 + log[:2], True), "run", "out") is None

@@ -117,3 +117,26 @@ def test_console_serve_stops_after_its_requests(synthetic, tmp_path):
         if proc.poll() is None:
             proc.kill()
             time.sleep(0.1)
+
+
+def test_a_simulator_wrapping_an_lm_user_without_batching_warns(synthetic):
+    """A user's own class that holds an LMUser but has no batched()/finish() is answered one
+    dialogue at a time: respond_all says so instead of staying silent."""
+    class Wrapper:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def reset(self, goal, *, seed=None):
+            self.inner.reset(goal, seed=seed)
+
+        def respond(self, messages):
+            return self.inner.respond(messages)
+
+    sim = LMUser.from_pretrained(synthetic[2], max_new_tokens=2)
+    users = [Wrapper(sim.clone()) for _ in range(2)]
+    for u in users:
+        u.reset(GOAL, seed=1)
+    with pytest.warns(UserWarning, match="answered one at a time"):
+        respond_all(users, [[{"role": "assistant", "content": AGENT}]] * 2)
+    with pytest.raises(ValueError, match="needs a goal"):
+        sim.clone().reset(None)

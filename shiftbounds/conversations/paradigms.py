@@ -200,6 +200,22 @@ def training_signal(log_history: Sequence[dict], moved: bool) -> dict:
             "no_op": (bool(zero) and n_zero == len(zero)) or not moved}
 
 
+def signal_warning(signal: Mapping[str, Any], run: str, out_dir: str | Path) -> str | None:
+    """What a run with :func:`training_signal` ``signal`` should warn, or ``None``: that it learned
+    nothing (every step without reward variance, or weights that did not move), or that half its
+    steps or more had no reward variance (it learned from the rest only)."""
+    zero, steps = signal["zero_variance_steps"], signal["steps"]
+    if signal["no_op"]:
+        return (f"{run} learned nothing: {zero} of {steps} steps had no reward variance in any group; weights moved: "
+                f"{signal['weights_moved']}. The agent saved to {out_dir} is the starting agent (check the simulator's and "
+                "the judge's rewards)")
+    if steps and 2 * zero >= steps:
+        return (f"{run}: {zero} of {steps} steps had no reward variance in any group (no policy gradient there); the agent "
+                "learned from the rest only. Larger groups (num_generations), a higher temperature or a partial-credit "
+                "reward give more steps a signal")
+    return None
+
+
 Checkpoint = Callable[[Any, Any], Mapping[str, Sequence[float]]]
 """``checkpoint(model, tokenizer) -> {name: outcomes}``: what a training curve measures at a
 checkpoint, per measure (e.g. each evaluation user) one outcome per evaluation unit (e.g. each
@@ -268,16 +284,8 @@ def train_paradigm(paradigm: str, agent: str | Path, convs: ConversationData, ju
     log = trainer.state.log_history
     judged = f"rewards/{trainer.reward_func_names[0]}/mean"
     signal = training_signal(log, _fingerprint(trainer.model) != before)
-    if signal["no_op"]:
-        warnings.warn(f"{paradigm} RL from {agent} learned nothing: {signal['zero_variance_steps']} of {signal['steps']} "
-                      f"steps had no reward variance in any group; weights moved: {signal['weights_moved']}. The agent "
-                      f"saved to {out_dir} is the starting agent (check the simulator's and the judge's rewards)",
-                      RuntimeWarning, stacklevel=2)
-    elif signal["steps"] and 2 * signal["zero_variance_steps"] >= signal["steps"]:
-        warnings.warn(f"{paradigm} RL from {agent}: {signal['zero_variance_steps']} of {signal['steps']} steps had no reward "
-                      "variance in any group (no policy gradient there); the agent learned from the rest only. Larger groups "
-                      "(num_generations), a higher temperature or a partial-credit reward give more steps a signal",
-                      RuntimeWarning, stacklevel=2)
+    if (message := signal_warning(signal, f"{paradigm} RL from {agent}", out_dir)) is not None:
+        warnings.warn(message, RuntimeWarning, stacklevel=2)
     meta = {"kind": "agent", "paradigm": paradigm, "base": str(agent), "system": cfg.system if cfg.system is not None else agent_system(agent) or SYSTEM,
             "n_conversations": len(convs),
             "reward": [float(h["reward"]) for h in log if "reward" in h],
