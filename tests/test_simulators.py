@@ -14,6 +14,7 @@ from shiftbounds.conversations.calibration import (
     GOAL_HEADER,
     CalibrationConfig,
     calibrate,
+    conversation_examples,
     dialogue_examples,
     sft_trainer,
     user_turn_examples,
@@ -169,6 +170,27 @@ def test_calibration_trains_on_user_turns_only(synthetic, tmp_path):
         text = tok.decode(kept, skip_special_tokens=True).strip()
         assert text in targets, text
         assert tok.decode(kept).endswith("<|end|>")
+
+
+def test_conversation_recipe_trains_on_every_user_turn_and_nothing_else(synthetic, tmp_path):
+    """The whole-conversation recipe: one example per conversation whose SFT labels are exactly the
+    user turns' tokens (each with its end marker), in order: never the persona, the goal or the
+    agent's turns; ``calibrate`` with it records the recipe and moves the weights."""
+    prep, convs, base = synthetic
+    model, tok = load_chat_model(base)
+    examples = conversation_examples(convs[:4])
+    assert len(examples) == 4 and examples[0]["messages"][0]["role"] == "system"
+    trainer = sft_trainer(examples, model, tok, CalibrationConfig(steps=1, batch=4), tmp_path, assistant_only=True)
+    batch = next(iter(trainer.get_train_dataloader()))
+    wanted = sorted("".join(f"{m.content}<|end|>" for m in c.messages if m.role == "user") for c in convs[:4])
+    got = sorted(tok.decode(ids[labels != -100]) for ids, labels in zip(batch["input_ids"], batch["labels"]))
+    assert got == wanted
+    out = calibrate(convs[:8], base, tmp_path / "sim", CalibrationConfig(steps=2, batch=4, recipe="conversation"))
+    meta = json.loads((out / METADATA).read_text())
+    assert meta["recipe"] == "conversation" and meta["n_examples"] == 8
+    assert meta["n_user_turns"] == sum(len(c.turns("user")) for c in convs[:8])
+    with pytest.raises(ValueError, match="recipe must be one of"):
+        CalibrationConfig(recipe="dialogues")
 
 
 def test_training_reports_progress_lines_not_log_dicts(synthetic, tmp_path, capsys):

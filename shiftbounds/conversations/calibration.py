@@ -81,13 +81,22 @@ class TrainingConfig:
             raise ValueError(f"SFT needs steps >= 1, batch >= 1, lr > 0, max_length >= 8; got {self}")
 
 
+RECIPES = ("turns", "conversation")
+"""How a simulator is calibrated: ``turns`` — one prompt-completion example per user turn (the
+history before it, then the turn); ``conversation`` — one example per conversation, roles flipped,
+the loss on every user turn (TRL's ``assistant_only_loss``): every turn of a dialogue in one
+sequence, so a step of ``batch`` examples sees ``batch`` whole conversations."""
+
+
 @dataclass(frozen=True)
 class CalibrationConfig(TrainingConfig):
-    """SFT of a user simulator: :class:`TrainingConfig`, the ``persona`` prompt it is trained under
-    and the ``view`` it reads the dialogue in (:data:`~shiftbounds.conversations.simulators.VIEWS`)."""
+    """SFT of a user simulator: :class:`TrainingConfig`, the ``persona`` prompt it is trained under,
+    the ``view`` it reads the dialogue in (:data:`~shiftbounds.conversations.simulators.VIEWS`) and
+    the ``recipe`` of its examples (:data:`RECIPES`)."""
 
     persona: str = PERSONA
     view: str = "flipped"
+    recipe: str = "turns"
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -95,6 +104,10 @@ class CalibrationConfig(TrainingConfig):
             raise ValueError(f"persona must contain '{{goal}}'; got {self.persona!r}")
         if self.view not in VIEWS:
             raise ValueError(f"view must be one of {VIEWS}; got {self.view!r}")
+        if self.recipe not in RECIPES:
+            raise ValueError(f"recipe must be one of {RECIPES}; got {self.recipe!r}")
+        if self.recipe == "conversation" and self.view != "flipped":
+            raise ValueError("the conversation recipe trains in the flipped view (the user's turns as the assistant's)")
 
 
 def user_turn_examples(convs: ConversationData, persona: str = PERSONA, view: str = "flipped",
@@ -115,6 +128,20 @@ def user_turn_examples(convs: ConversationData, persona: str = PERSONA, view: st
             else:
                 prefix, turn = user_turn_text(tokenizer, history, msgs[j]["content"])
                 out.append({"prompt": prefix, "completion": turn})
+    if not out:
+        raise ValueError("the conversations hold no user turn to calibrate on")
+    return out
+
+
+def conversation_examples(convs: ConversationData, persona: str = PERSONA) -> list[dict[str, Any]]:
+    """One ``{"messages": [...]}`` example per conversation with a user turn: the persona with the
+    goal as system message, then the dialogue with roles flipped (the user's turns as the
+    assistant's), for training with ``assistant_only_loss`` on every user turn at once."""
+    out = []
+    for c in convs:
+        msgs = [m.as_dict() for m in c.messages]
+        if any(m["role"] == "user" for m in msgs):
+            out.append({"messages": simulator_view(msgs, c.goal, persona, "flipped")})
     if not out:
         raise ValueError("the conversations hold no user turn to calibrate on")
     return out
@@ -153,14 +180,17 @@ def dialogue_examples(convs: ConversationData, goal_header: str | None = None) -
 
 
 def sft_trainer(examples: list[dict[str, Any]], model, tokenizer, cfg: TrainingConfig, output_dir: str | Path,
-                label: str = "SFT"):
+                label: str = "SFT", assistant_only: bool = False):
     """The configured ``trl.SFTTrainer`` (not yet trained): prompt-completion examples are trained on
-    their completions only, ``messages`` examples on every token; progress lines are named ``label``."""
+    their completions only, ``messages`` examples on every token, or with ``assistant_only`` on the
+    assistant's tokens only (the template's ``{% generation %}`` markers); progress lines are named
+    ``label``."""
     from datasets import Dataset
     from trl import SFTConfig, SFTTrainer
 
     args = SFTConfig(output_dir=str(output_dir), max_steps=cfg.steps, per_device_train_batch_size=cfg.batch,
-                     learning_rate=cfg.lr, max_length=cfg.max_length, completion_only_loss=True, seed=cfg.seed,
+                     learning_rate=cfg.lr, max_length=cfg.max_length, completion_only_loss=True,
+                     **({"assistant_only_loss": True} if assistant_only else {}), seed=cfg.seed,
                      data_seed=cfg.seed, logging_steps=max(cfg.steps // 10, 1), **cfg.reporting.trainer_args(),
                      disable_tqdm=True, bf16=False, fp16=False, dataloader_num_workers=0, gradient_checkpointing=False)
     trainer = SFTTrainer(model=model, args=args, train_dataset=Dataset.from_list(examples), processing_class=tokenizer)
@@ -186,7 +216,7 @@ def warn_long_examples(examples: list[dict[str, Any]], tokenizer, max_length: in
 
 
 def train_sft(examples: list[dict[str, Any]], base: str | Path, out_dir: str | Path, cfg: TrainingConfig,
-              metadata: dict[str, Any]) -> Path:
+              metadata: dict[str, Any], assistant_only: bool = False) -> Path:
     """SFT the model ``base`` (a Hub id or folder) on ``examples`` and save it at ``out_dir`` with
     ``metadata`` (plus the training loss, settings and TRL version)."""
     import trl
@@ -196,7 +226,7 @@ def train_sft(examples: list[dict[str, Any]], base: str | Path, out_dir: str | P
     model.train()
     label = {"calibrated": "calibrate", "agent": "SFT agent", "base": "pretrain"}.get(metadata.get("kind"), "SFT")
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = sft_trainer(examples, model, tok, cfg, cfg.reporting.checkpoint_dir or tmp, label)
+        trainer = sft_trainer(examples, model, tok, cfg, cfg.reporting.checkpoint_dir or tmp, label, assistant_only)
         result = trainer.train()
     meta = {**metadata, "base": str(base), "n_examples": len(examples), "training_loss": float(result.training_loss),
             "config": asdict(cfg), "trl": trl.__version__}
@@ -210,9 +240,12 @@ def calibrate(convs: ConversationData, base: str | Path, out_dir: str | Path, cf
     """SFT the model ``base`` (a Hub id or folder) into a calibrated simulator saved at ``out_dir``."""
     convs = as_conversations(convs)
     tokenizer = load_chat_model(base)[1] if cfg.view == "as_user" else None
-    examples = user_turn_examples(convs, cfg.persona, cfg.view, tokenizer)
+    whole = cfg.recipe == "conversation"
+    examples = conversation_examples(convs, cfg.persona) if whole else user_turn_examples(convs, cfg.persona, cfg.view, tokenizer)
+    n_turns = sum(len(c.turns("user")) for c in convs)
     return train_sft(examples, base, out_dir, cfg, {"kind": "calibrated", "persona": cfg.persona, "view": cfg.view,
-                                                    "n_conversations": len(convs), "n_user_turns": len(examples)})
+                                                    "recipe": cfg.recipe, "n_conversations": len(convs),
+                                                    "n_user_turns": n_turns}, assistant_only=whole)
 
 
 def sft_agent(convs: ConversationData, base: str | Path, out_dir: str | Path, cfg: TrainingConfig, system: str) -> Path:

@@ -145,8 +145,6 @@ class LMUser:
         return cls(model, tok, **kw)
 
     def reset(self, goal: Any, *, seed: int | None = None) -> None:
-        if goal is None:
-            raise ValueError("an LM user needs a goal to fill its persona; got None (a record without a 'goal'?)")
         self.goal, self._seed, self._calls = goal, 0 if seed is None else seed, 0
 
     def prompt_ids(self, messages: list[dict]) -> list[int]:

@@ -192,3 +192,21 @@ def _bars_with_intervals(ax, names: list[str], metrics: tuple[str, ...], est: li
                             capsize=1.5, linewidth=0.6)
     ax.set_ylim(0, 1.05)
     ax.legend(frameon=False, fontsize=6)
+
+
+def plot_user_comparison(rows: list[dict], stem: Path) -> list[Path]:
+    """``experiments.pretrained_users``: per user model (the people, each prompted persona, each
+    calibration recipe), the shares of openings naming the whole goal and only goal drinks, and of
+    replies accepting a right and a wrong confirmation (95 % Clopper-Pearson intervals; a missing
+    share, e.g. people's replies to wrong confirmations the logs do not hold, is a gap)."""
+    metrics = ("goal_disclosure", "goal_consistency", "accept_right", "accept_wrong")
+    labels = ("names whole goal", "names only goal drinks", "accepts right", "accepts wrong")
+    names = [r["user"] for r in rows]
+    est = [[None if r.get(k) is None else {"value": r[k], "low": r[f"{k}_low"], "high": r[f"{k}_high"]} for k in metrics]
+           for r in rows]
+    fig, axes = new_figure(ncols=1, width=7.0, height=2.8)
+    ax = axes[0][0]
+    _bars_with_intervals(ax, names, metrics, est, labels)
+    ax.set_ylabel("share (greedy replies)")
+    ax.set_title("Prompted vs calibrated users, development split", fontsize=8)
+    return save_figure(fig, stem)
