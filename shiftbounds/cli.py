@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from shiftbounds.conversations.calibration import CalibrationConfig, Reporting, TrainingConfig, calibrate, sft_agent
+from shiftbounds.conversations.calibration import RECIPES, CalibrationConfig, Reporting, TrainingConfig, calibrate, sft_agent
 from shiftbounds.conversations.measures import discriminator_auc_by_turn, nll_by_turn, sycophancy_report
 from shiftbounds.conversations.models import check_model_source, load_chat_model
 from shiftbounds.conversations.paradigms import PARADIGMS, SYSTEM, ParadigmConfig, evaluate_agent, train_paradigm
@@ -113,41 +113,46 @@ def _models(**options: str) -> None:
 
 
 @dataclass(frozen=True)
-class CalibrateCommand:
-    """Options of ``shiftbounds calibrate``."""
+class _SftOptions:
+    """The options ``calibrate`` and ``sft`` share: an SFT of ``base`` on ``logs``."""
 
-    logs: str = field(default="", metadata={"help": "JSONL logs to calibrate on (their user turns)"})
+    logs: str = field(default="", metadata={"help": "JSONL logs to learn from"})
     base: str = field(default="", metadata={"help": "base model: a local folder or a Hub id (owner/name)"})
     steps: int = field(default=200, metadata={"help": "SFT steps"})
     batch: int = field(default=8, metadata={"help": "examples per step"})
     lr: float = field(default=5e-4, metadata={"help": "learning rate"})
     max_length: int = field(default=512, metadata={"help": "tokens per example"})
-    persona: str = field(default=PERSONA, metadata={"help": "the simulator's system prompt; must contain {goal}"})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
-    out_dir: str = field(default="shiftbounds_out", metadata={"help": "the simulator goes to <out-dir>/simulator"})
 
     def __post_init__(self) -> None:
         _require(logs=self.logs, base=self.base)
         _models(base=self.base)
+
+    def training(self) -> dict:
+        """The :class:`TrainingConfig` fields these options set."""
+        return {"steps": self.steps, "batch": self.batch, "lr": self.lr, "max_length": self.max_length, "seed": self.seed}
 
 
 @dataclass(frozen=True)
-class SftCommand:
-    """Options of ``shiftbounds sft``: the agent the paradigms start from, SFT on the agent turns."""
+class CalibrateCommand(_SftOptions):
+    """Options of ``shiftbounds calibrate``: a simulator SFT on the logs' user turns."""
 
-    logs: str = field(default="", metadata={"help": "JSONL logs to learn the agent's turns from"})
-    base: str = field(default="", metadata={"help": "base model: a local folder or a Hub id (owner/name)"})
-    steps: int = field(default=200, metadata={"help": "SFT steps"})
-    batch: int = field(default=8, metadata={"help": "examples per step"})
-    lr: float = field(default=5e-4, metadata={"help": "learning rate"})
-    max_length: int = field(default=512, metadata={"help": "tokens per example"})
-    system: str = field(default=SYSTEM, metadata={"help": "the agent's system prompt (saved with it; train and evaluate reuse it)"})
-    seed: int = field(default=0, metadata={"help": "one seed for every generator"})
-    out_dir: str = field(default="shiftbounds_out/sft", metadata={"help": "the agent goes to <out-dir>/agent"})
+    persona: str = field(default=PERSONA, metadata={"help": "the simulator's system prompt; must contain {goal}"})
+    recipe: str = field(default="turns", metadata={"help": f"examples: one per user turn, or whole conversations {RECIPES}"})
+    out_dir: str = field(default="shiftbounds_out", metadata={"help": "the simulator goes to <out-dir>/simulator"})
 
     def __post_init__(self) -> None:
-        _require(logs=self.logs, base=self.base)
-        _models(base=self.base)
+        super().__post_init__()
+        if self.recipe not in RECIPES:
+            raise ValueError(f"--recipe must be one of {RECIPES}; got {self.recipe!r}")
+
+
+@dataclass(frozen=True)
+class SftCommand(_SftOptions):
+    """Options of ``shiftbounds sft``: the agent the paradigms start from, SFT on the agent turns."""
+
+    system: str = field(default=SYSTEM, metadata={"help": "the agent's system prompt (saved with it; train and evaluate reuse it)"})
+    out_dir: str = field(default="shiftbounds_out/sft", metadata={"help": "the agent goes to <out-dir>/agent"})
 
 
 @dataclass(frozen=True)
@@ -297,14 +302,12 @@ def _logs_with_goals(path: str, command: str) -> list:
 
 def run_calibrate(cfg: CalibrateCommand) -> dict:
     folder = calibrate(read_conversations(cfg.logs), cfg.base, Path(cfg.out_dir) / "simulator",
-                       CalibrationConfig(steps=cfg.steps, batch=cfg.batch, lr=cfg.lr, max_length=cfg.max_length,
-                                         seed=cfg.seed, persona=cfg.persona))
+                       CalibrationConfig(**cfg.training(), persona=cfg.persona, recipe=cfg.recipe))
     return {"simulator": str(folder)}
 
 
 def run_sft(cfg: SftCommand) -> dict:
-    folder = sft_agent(read_conversations(cfg.logs), cfg.base, Path(cfg.out_dir) / "agent",
-                       TrainingConfig(steps=cfg.steps, batch=cfg.batch, lr=cfg.lr, max_length=cfg.max_length, seed=cfg.seed),
+    folder = sft_agent(read_conversations(cfg.logs), cfg.base, Path(cfg.out_dir) / "agent", TrainingConfig(**cfg.training()),
                        cfg.system)
     return {"agent": str(folder)}
 
