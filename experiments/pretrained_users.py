@@ -9,7 +9,8 @@ answers the same probes greedily (temperature 0): the history before the custome
 (does the opening name the whole order, or only drinks of it?) and the agent's confirmation of the
 order, right and with one slot changed (accept / reject / unclear). The user models are:
 
-* the **prompted** base model, once under each ``--personas`` wording (few-shot ones included);
+* the **prompted** base model, once under each ``--personas`` wording (few-shot ones included; a wording
+  chosen on these probes is rechecked on later dialogues with ``--probe-from``);
 * the base model **calibrated** on the train split's people, once per ``--recipes`` value
   (``turns``: one example per user turn; ``conversation``: whole conversations, roles flipped, the
   loss on every user turn), at equal steps, batch and learning rate;
@@ -59,6 +60,8 @@ class UsersConfig:
     base_model: str = field(default="", metadata={"help": "chat-model folder (e.g. from shiftbounds base-model); required"})
     data_dir: str = field(default="", metadata={"help": "folder holding taskmaster4/ (default: ../shared/data)"})
     n_probe: int = field(default=100, metadata={"help": "calibration-split dialogues probed"})
+    probe_from: int = field(default=0, metadata={"help": "first calibration-split dialogue probed (later: dialogues an earlier "
+                                                          "probe did not use, e.g. to recheck a persona chosen on the first ones)"})
     n_train: int = field(default=0, metadata={"help": "train-split dialogues to calibrate on (0: all)"})
     personas: tuple[str, ...] = field(default=PERSONAS, metadata={"help": "persona wordings of the prompted user"})
     recipes: tuple[str, ...] = field(default=RECIPES, metadata={"help": f"calibration recipes, from {RECIPES}"})
@@ -74,8 +77,8 @@ class UsersConfig:
         check_model_folder(self.base_model, "--base-model")
         if not self.base_model:
             raise ValueError("--base-model is required (a chat-model folder, e.g. from shiftbounds base-model)")
-        if min(self.n_probe, self.steps, self.batch, self.max_new) < 1 or self.n_train < 0:
-            raise ValueError(f"need --n-probe, --steps, --batch, --max-new >= 1 and --n-train >= 0; got {self}")
+        if min(self.n_probe, self.steps, self.batch, self.max_new) < 1 or min(self.n_train, self.probe_from) < 0:
+            raise ValueError(f"need --n-probe, --steps, --batch, --max-new >= 1 and --n-train, --probe-from >= 0; got {self}")
         if any("{goal}" not in p for p in self.personas) or not set(self.recipes) <= set(RECIPES):
             raise ValueError(f"every persona must contain '{{goal}}' and recipes come from {RECIPES}; got {self.personas}, {self.recipes}")
 
@@ -85,9 +88,9 @@ PRESETS = {"default": {}, "smoke": {"n_probe": 4, "n_train": 8, "steps": 2, "bat
 
 def run(cfg: UsersConfig) -> list[dict]:
     out = Path(cfg.out_dir)
-    guard_resume(out, cfg)
+    guard_resume(out, cfg, legacy={"probe_from": 0})
     data = load_taskmaster(cfg.data_dir or None, None, None, rng=numpy_rng(cfg.seed, "split"))
-    train, dev = data["tm4"][0], data["tm4"][1]
+    train, dev = data["tm4"][0], data["tm4"][1][cfg.probe_from:]
     builder, probes = calibration_probes(data["tm4_raw"], dev, cfg.n_probe, cfg.seed)
     stages, seed = StageCache(out / "stages"), derive_seed(cfg.seed, "sycophancy")
     prog = Progress(1 + len(cfg.personas) + len(cfg.recipes), "pretrained_users")
