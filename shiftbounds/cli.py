@@ -120,7 +120,8 @@ class _SftOptions:
     base: str = field(default="", metadata={"help": "base model: a local folder or a Hub id (owner/name)"})
     steps: int = field(default=200, metadata={"help": "SFT steps"})
     batch: int = field(default=8, metadata={"help": "examples per step"})
-    lr: float = field(default=5e-4, metadata={"help": "learning rate"})
+    lr: float = field(default=3e-5, metadata={"help": "learning rate (a pretrained base's; --preset tiny: 5e-4, for a tiny "
+                                                      "model trained from scratch)"})
     max_length: int = field(default=512, metadata={"help": "tokens per example"})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
 
@@ -451,9 +452,11 @@ _SMOKE = {"calibrate": {"steps": 2, "batch": 2}, "sft": {"steps": 2, "batch": 2}
           "train": {"steps": 1, "batch": 2, "num_generations": 2, "max_turns": 1, "max_new_tokens": 4},
           "evaluate": {"max_turns": 1, "max_new_tokens": 4}, "compare": {}, "serve": {"max_new_tokens": 4, "port": 0},
           "base-model": {}}
-PRESETS = {name: {"default": {"out_dir": cls.out_dir}, "smoke": {"out_dir": cls.out_dir, **_SMOKE[name]}}
+PRESETS = {name: {"default": {"out_dir": cls.out_dir}, "smoke": {"out_dir": cls.out_dir, **_SMOKE[name]},
+                  **({"tiny": {"out_dir": cls.out_dir, "lr": 5e-4}} if name in ("calibrate", "sft") else {})}
            for name, (cls, _) in COMMANDS.items()}
-"""Each command's presets (``smoke``: seconds, for tests)."""
+"""Each command's presets (``smoke``: seconds, for tests; ``tiny``: calibrate and sft at the learning
+rate of a tiny model trained from scratch, the defaults being a pretrained base's)."""
 
 
 def run(argv: list[str]) -> dict:
