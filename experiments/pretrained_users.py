@@ -17,7 +17,8 @@ order, right and with one slot changed (accept / reject / unclear). The user mod
 * the logged **people** (their replies where logged).
 
 The calibrated ones also get the NLL of the split's user turns by turn, beside the prompted base
-under the default persona. Every share has a Clopper-Pearson interval.
+under the first persona, and the two recipes their paired per-turn NLL difference (exact or Monte
+Carlo sign-flip). Every share has a Clopper-Pearson interval.
 
 Outputs in ``--out-dir``: ``users.json``, ``users.csv``, ``users.md``, ``users.{png,pdf}`` and
 ``config.json``. The calibrated models are saved as stages under ``stages/``, so a stopped run
@@ -29,8 +30,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from shiftbounds.conversations.calibration import RECIPES, CalibrationConfig, calibrate
-from shiftbounds.conversations.measures import nll_by_turn, sycophancy_report
+from shiftbounds.conversations.measures import nll_by_turn, sycophancy_report, user_turn_nll, user_turns
 from shiftbounds.conversations.models import check_model_folder, load_chat_model
 from shiftbounds.conversations.simulators import PERSONA, LMUser
 from shiftbounds.conversations.taskmaster_study import calibration_probes
@@ -41,6 +44,7 @@ from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import derive_seed, numpy_rng
 from shiftbounds.utils.stages import StageCache
+from shiftbounds.utils.stats import paired_difference
 
 PERSONAS = (
     PERSONA,
@@ -103,20 +107,26 @@ def run(cfg: UsersConfig) -> list[dict]:
         prog.update(note=f"prompted {i}: whole goal {rows[-1]['goal_disclosure']:.3f}")
     model, tok = load_chat_model(cfg.base_model)
     rows[1] |= {"nll": stages.json("nll_prompted", lambda: nll_by_turn(model, tok, dev[: cfg.n_probe], persona=cfg.personas[0]))["overall"]["value"]}
+    turns, per_turn = user_turns(dev[: cfg.n_probe]), {}
     for recipe in cfg.recipes:
         ccfg = CalibrationConfig(steps=cfg.steps, batch=cfg.batch, lr=cfg.lr, max_length=cfg.max_length, seed=cfg.seed, recipe=recipe)
         folder = stages.folder_stage(f"calibrated_{recipe}", lambda f, c=ccfg: calibrate(train[: cfg.n_train or None], cfg.base_model, f, c))
         user = LMUser.from_pretrained(folder, max_new_tokens=cfg.max_new, temperature=0.0)
         report = stages.json(f"report_{recipe}", lambda u=user: sycophancy_report(u, probes, builder, seed=seed))
         nll = stages.json(f"nll_{recipe}", lambda u=user: nll_by_turn(u.model, u.tokenizer, dev[: cfg.n_probe]))
+        per_turn[recipe] = stages.json(f"nll_per_turn_{recipe}", lambda u=user: user_turn_nll(u.model, u.tokenizer, turns).tolist())
         rows.append({"user": f"calibrated, {recipe}", **flatten(report), "nll": nll["overall"]["value"]})
         prog.update(note=f"calibrated ({recipe}): discrimination {rows[-1]['discrimination']:.3f}")
-    write_json(out / "users.json", {"config": asdict(cfg), "rows": rows})
+    recipes = paired_difference(*(np.array(per_turn[r]) for r in RECIPES), names=RECIPES) if set(RECIPES) <= set(per_turn) else None
+    write_json(out / "users.json", {"config": asdict(cfg), "rows": rows, "recipe_nll_paired": recipes})
     write_csv(out / "users.csv", rows)
-    shown = [{k: (f"{v:.3f}" if isinstance(v, float) else v) for k, v in r.items() if k != "persona" and not k.endswith(("_low", "_high"))}
-             for r in rows]
+    keys = [k for k in dict.fromkeys(k for r in rows for k in r) if k != "persona" and not k.endswith(("_low", "_high"))]
+    shown = [{k: f"{r[k]:.3f}" if isinstance(r.get(k), float) else r.get(k) for k in keys} for r in rows]
+    paired = "" if recipes is None else (f"\n\nPer-turn NLL, {recipes['difference']} on the same {recipes['n']} user turns: "
+                                         f"{recipes['mean']:+.3f} [{recipes['low']:+.3f}, {recipes['high']:+.3f}], sign-flip p "
+                                         f"{recipes['p']:.4g} ({recipes['p_method']}).")
     atomic_write_text(out / "users.md", "# Prompted vs calibrated users, development split (greedy)\n\n" + markdown_table(shown)
-                      + "\n\nPersonas:\n\n" + "".join(f"{i}. {p}\n" for i, p in enumerate(cfg.personas)))
+                      + paired + "\n\nPersonas:\n\n" + "".join(f"{i}. {p}\n" for i, p in enumerate(cfg.personas)))
     plot_user_comparison(rows, out / "users")
     return rows
 

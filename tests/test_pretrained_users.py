@@ -23,6 +23,9 @@ def test_smoke_rows_outputs_and_resume(tmp_path):
     assert all(isinstance(r["nll"], float) for r in rows[-2:]) and isinstance(rows[1]["nll"], float)
     for name in ("users.json", "users.csv", "users.md", "users.png", "users.pdf", "config.json"):
         assert (out / name).is_file(), name
+    paired = json.loads((out / "users.json").read_text())["recipe_nll_paired"]
+    assert paired["difference"] == "turns - conversation" and paired["n"] == len(
+        json.loads((out / "stages" / "nll_per_turn_turns.json").read_text()))
     meta = json.loads((out / "stages" / "calibrated_conversation" / "shiftbounds.json").read_text())
     assert meta["recipe"] == "conversation"
     stamp = (out / "stages" / "calibrated_turns" / "model.safetensors").stat().st_mtime_ns
