@@ -139,7 +139,8 @@ class CalibrateCommand(_SftOptions):
     """Options of ``shiftbounds calibrate``: a simulator SFT on the logs' user turns."""
 
     persona: str = field(default=PERSONA, metadata={"help": "the simulator's system prompt; must contain {goal}"})
-    recipe: str = field(default="turns", metadata={"help": f"examples: one per user turn, or whole conversations {RECIPES}"})
+    recipe: str = field(default="conversation", metadata={"help": f"examples: whole conversations (every user turn in one "
+                                                                  f"example), or one per user turn {RECIPES}"})
     out_dir: str = field(default="shiftbounds_out", metadata={"help": "the simulator goes to <out-dir>/simulator"})
 
     def __post_init__(self) -> None:

@@ -207,6 +207,7 @@ def plot_user_comparison(rows: list[dict], stem: Path) -> list[Path]:
     fig, axes = new_figure(ncols=1, width=7.0, height=2.8)
     ax = axes[0][0]
     _bars_with_intervals(ax, names, metrics, est, labels)
+    ax.legend(frameon=False, fontsize=6, loc="upper left", bbox_to_anchor=(1.0, 1.0))  # beside the bars, not over them
     ax.set_ylabel("share (greedy replies)")
     ax.set_title("Prompted vs calibrated users, development split", fontsize=8)
     return save_figure(fig, stem)
