@@ -47,7 +47,7 @@ from shiftbounds.imitation import (
 )
 from shiftbounds.tabular import expected_return, uniform_policy
 from shiftbounds.utils.cli import exit_on_stale, parse_config
-from shiftbounds.utils.io import atomic_write_text, format_cell, guard_resume, markdown_table, write_csv, write_json
+from shiftbounds.utils.io import atomic_write_text, format_cell, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.seeding import numpy_rng
 from shiftbounds.utils.stages import StageCache
 from shiftbounds.utils.workers import default_workers, run_jobs
@@ -155,6 +155,17 @@ def _chain_name(cfg: NoisyExpertConfig, family: str, eta: float, method: str) ->
     opts = {k: v for k, v in asdict(cfg).items() if k not in ("out_dir", "n_boot", "workers", "fit_max_h", "etas", "methods", "families")}
     key = hashlib.sha1(json.dumps([FORMAT_VERSION, family, eta, method, opts], sort_keys=True).encode()).hexdigest()[:10]
     return f"{family}_eta{eta}_{method}_{key}"
+
+
+def load_chains(cfg: NoisyExpertConfig) -> dict:
+    """The finished chains of a run, read from ``<out_dir>/chains`` (a missing chain is an error: nothing is run)."""
+    folder, chains = Path(cfg.out_dir) / "chains", {}
+    for key in ((f, e, m) for f in cfg.families for e in cfg.etas for m in cfg.methods):
+        path = folder / f"{_chain_name(cfg, *key)}.json"
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: the chain {key} of this run is missing")
+        chains[key] = read_json(path)
+    return chains
 
 
 def per_seed(chain: dict, H: int, seeds: int) -> np.ndarray:

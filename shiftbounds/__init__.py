@@ -16,7 +16,8 @@ checks it, so the import graph has no cycle and no arrow running back up):
 6. ``shiftbounds.conversations`` — the one text path, on TRL: your own logs and Taskmaster-4/3
    (records, loaders, sampling, simulators, calibration, the paradigms, measures, classifiers);
 7. ``shiftbounds.distill`` — noisy-teacher distillation of language models (GSM8K) on TRL;
-   ``shiftbounds.figures`` — every figure, from saved results;
+   ``shiftbounds.figures`` — every figure, from saved results; ``shiftbounds.ledger`` — the claims
+   ledger's rules, its per-seed readers and the recomputation of the shipped tables;
 8. ``shiftbounds.cli`` — the ``shiftbounds`` command (calibrate, measure, train, evaluate on your logs).
 
 The statements and their proofs: ``docs/theory.md``; the experiments: ``docs/experiments.md``.

@@ -1,228 +1,206 @@
-"""The claims ledger agrees with the shipped results, and the check cannot pass vacuously: a
-verdict flipped in a copy of the results makes the shipped ledger stale."""
+"""The claims ledger: its rules decide what they say, its check recomputes every row from the per-seed
+files (a planted change in a per-seed file is caught by recomputation, not by a checksum), and its data
+file refuses what it cannot decide."""
 
 from __future__ import annotations
 
 import csv
+import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
+import yaml
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from experiments import claims
+from shiftbounds.ledger import check, rules
+from shiftbounds.ledger.render import END, START, ledger, load_claims, stray_verdicts
+from shiftbounds.utils.stats import sign_flip_p
 
 ROOT = Path(__file__).resolve().parents[1]
+U = "results/real_dialogue/paper_requests"
+MAIN = "results/full_pipeline/default"
 
 
-def test_ledger_and_readme_table_agree_with_the_shipped_results(capsys):
+def test_the_shipped_ledger_recomputes_from_the_per_seed_files(capsys):
     assert claims.main(["--check"]) == 0, capsys.readouterr().err
 
 
-def _copy_inputs(dst: Path) -> None:
-    files = {f for c in claims.CLAIMS for f in c.files} | {"README.md", "docs/claims.md"}
-    for f in files:
-        if (ROOT / f).is_file():
-            (dst / f).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(ROOT / f, dst / f)
+# ----------------------------------------------------------------------------- planted changes
+def _copy(dst: Path, *folders: str) -> None:
+    for f in folders:
+        shutil.copytree(ROOT / f, dst / f, ignore=shutil.ignore_patterns("*.png", "*.pdf", "stages", "chains"))
 
 
-def _edit_rows(path: Path, edit) -> None:
-    """Rewrite the CSV at ``path`` with ``edit(row)`` applied to every row (in place)."""
+def _row(rows: list[dict], text: str) -> dict:
+    return next(r for r in rows if text in r["claim"])
+
+
+def _dialogue_only(tmp_path: Path, folder: str) -> dict:
+    """The data file cut to the real-dialogue claims on ``folder`` (so a copy of that folder decides them)."""
+    data = load_claims(claims.DATA)
+    keep = [c for c in data["claims"] if folder in c.get("folders", []) or c.get("folder") == folder]
+    return data | {"claims": keep}
+
+
+def test_a_changed_per_seed_success_fails_the_check_and_moves_its_row(tmp_path):
+    """GIVEN a copy of run U WHEN every Static Context RL success in its runs.csv rises by 0.05 (its
+    paired.csv untouched) THEN the recomputed paired table disagrees with the shipped one, and the
+    row "Interactive RL beats Static Context RL" moves from contradicted (its number with it)."""
+    _copy(tmp_path, U)
+    data = _dialogue_only(tmp_path, U)
+    before = _row(ledger(data, tmp_path), "beats Static Context RL (every held-out goal, twelve seeds)")
+    assert check.dialogue_paired(tmp_path, U) == []
+    path = tmp_path / U / "runs.csv"
     with path.open(newline="") as f:
         rows = list(csv.DictReader(f))
     for r in rows:
-        edit(r)
+        if r["arm"] == "static":
+            r["success"] = str(float(r["success"]) + 0.05)
     with path.open("w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=list(rows[0]))
         w.writeheader()
         w.writerows(rows)
+    problems = check.dialogue_paired(tmp_path, U)
+    assert any("static - sft" in p and "mean" in p for p in problems), problems
+    after = _row(ledger(data, tmp_path), "beats Static Context RL (every held-out goal, twelve seeds)")
+    interactive = _row(ledger(data, tmp_path), "Interactive RL against a prompted simulator beats Static Context RL (every")
+    assert before["number"] != after["number"]
+    assert interactive["verdict"] == "contradicted"  # Static is now further ahead of Interactive RL
+    assert before["verdict"] == "supported" and after["verdict"] != "supported"
 
 
-def test_a_flipped_verdict_in_the_results_makes_the_check_fail(tmp_path):
-    """GIVEN a copy of every file the ledger reads WHEN behaviour cloning's fitted rate at eta = 0.3
-    is moved so that its interval excludes -log q THEN that claim's verdict moves from supported to
-    contradicted and the shipped ledger is reported stale."""
-    _copy_inputs(tmp_path)
-    assert claims.main(["--root", str(tmp_path), "--check"]) == 0
-    target = "With a noisy expert, behaviour cloning's sample complexity grows exponentially in H at rate -log q (lock)"
-    assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == "supported"
+def test_a_changed_per_seed_return_in_the_main_job_fails_the_check(tmp_path):
+    """GIVEN a copy of the main job's results.json WHEN one seed's Interactive RL J_real moves by 0.05
+    THEN the recomputed paired table disagrees with the shipped paired.csv on that task's rows."""
+    (tmp_path / MAIN).mkdir(parents=True)
+    for name in ("results.json", "paired.csv", "headroom.csv"):
+        shutil.copy(ROOT / MAIN / name, tmp_path / MAIN / name)
+    assert check.pipeline_paired(tmp_path, MAIN) == []
+    path = tmp_path / MAIN / "results.json"
+    results = json.loads(path.read_text())
+    results["runs"][0]["paradigms"]["interactive"]["J_real"] += 0.05
+    path.write_text(json.dumps(results))
+    problems = check.pipeline_paired(tmp_path, MAIN)
+    assert problems and all(results["runs"][0]["task"] in p for p in problems)
+    assert any("calibrated - interactive" in p for p in problems)
+    assert check.pipeline_headroom(tmp_path, MAIN)
 
-    def move(r):
-        if r["method"] == "bc" and r["eta"] == "0.3":
-            r["slope_ci"] = "[0.300, 0.400]"
 
-    _edit_rows(tmp_path / "results/noisy_expert/default/growth.csv", move)
-    assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == "contradicted"
+def test_a_stale_page_fails_the_check(tmp_path, capsys, monkeypatch):
+    """The rendered README table must equal the shipped one byte for byte: a planted edit is reported
+    (the tables' recomputation, tested above, is skipped here)."""
+    monkeypatch.setattr(claims, "disagreements", lambda root, data: [])
+    for f in ("results", "docs", "experiments"):
+        (tmp_path / f).symlink_to(ROOT / f)
+    (tmp_path / "README.md").write_text((ROOT / "README.md").read_text().replace(START, START + "\n| planted |"))
     assert claims.main(["--root", str(tmp_path), "--check"]) == 1
+    assert "stale: " in capsys.readouterr().err
 
 
-def test_a_verdict_outside_the_vocabulary_is_refused():
+# ----------------------------------------------------------------------------- the rules
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.integers(-3, 3), min_size=2, max_size=12))
+@example([0, 0]).via("every difference zero: no outcome can reject")
+@example([1, 1]).via("two pairs: 2 / 4")
+def test_smallest_sign_flip_p_is_the_exact_p_of_the_absolute_differences(d):
+    """The closed form ``2^(zeros + 1) / 2^n`` equals the exact sign-flip p of ``|d|`` (every sign alike)."""
+    a = np.abs(np.array(d, dtype=float))
+    exact = 1.0 if not a.any() else sign_flip_p(a)[0]
+    assert rules.smallest_sign_flip_p(d) == pytest.approx(exact)
+
+
+def test_an_ordering_family_decides_by_holm_and_names_what_cannot_reject():
+    rng = np.random.default_rng(0)
+    fam = rules.family_ordering({"a - b": 0.3 + 0.01 * rng.standard_normal(12), "a - c": 0.01 * rng.standard_normal(12),
+                                 "a - d": np.array([0.2] * 5), "a - e": np.zeros(8)}, 0.05)
+    assert fam["a - b"]["verdict"] == "a > b"
+    assert fam["a - c"]["verdict"] == "not significant"
+    assert fam["a - d"]["verdict"] == "uninformative" and fam["a - d"]["constant"]  # 5 pairs: smallest p 1/16
+    assert fam["a - e"]["verdict"] == "uninformative"  # a model built to fool the test: no difference at all
+    assert "constant over the 5 replicates" in rules.show_mean(fam["a - d"]) and "[" not in rules.show_mean(fam["a - d"])
+    bars = sorted(r["bar"] for r in fam.values())
+    assert bars == pytest.approx([0.05 / 4, 0.05 / 3, 0.05 / 2, 0.05])
+
+
+def test_holm_is_strict_about_a_p_at_its_bar():
+    d = np.array([0.1] * 6)  # p = 2/64 = 0.03125
+    assert rules.family_ordering({"x - y": d}, 0.05)["x - y"]["verdict"] == "x > y"
+    assert rules.family_ordering({"x - y": d}, 0.03125)["x - y"]["verdict"] == "uninformative"
+
+
+@pytest.mark.parametrize("low, high, verdict", [(1.9, 2.1, "supported"), (1.5, 2.1, "not significant"),
+                                                (0.4, 0.8, "contradicted"), (0.0, 9.0, "not significant")])
+def test_equivalence_needs_the_whole_interval_inside_the_margin(low, high, verdict):
+    assert rules.equivalence(low, high, 2.0, 0.25) == verdict
+
+
+def test_a_censored_interval_never_supports_a_ratio():
+    assert rules.within_factor(40.0, float("inf"), 45.0, 1.25) == "not significant"
+    assert rules.within_factor(40.0, 50.0, 45.0, 1.25) == "supported"
+    assert rules.within_factor(100.0, float("inf"), 45.0, 1.25) == "contradicted"
+
+
+@pytest.mark.parametrize("only_a, only_b, verdict", [(0, 0, "uninformative"), (2, 0, "uninformative"), (5, 0, "uninformative"),
+                                                     (6, 0, ">"), (0, 8, "<"), (6, 3, "not significant")])
+def test_mcnemar_is_uninformative_with_too_few_discordant_pairs(only_a, only_b, verdict):
+    """With d discordant pairs the smallest two-sided p is 2 / 2^d: 5 pairs (0.0625) can never reach 0.05."""
+    assert rules.mcnemar_verdict(only_a, only_b, 0.05, 0.05) == verdict
+
+
+def test_rates_carry_exact_intervals_inside_0_1():
+    assert rules.show_rate(10, 10).startswith("10/10 = 1.00 [0.69, 1.00]")
+    assert rules.show_rate(0, 3).endswith("[0.00, 0.71]")
+
+
+def test_combine_and_direction():
+    assert rules.combine(["supported", "supported"]) == "supported"
+    assert rules.combine(["supported", "uninformative"]) == "not significant"
+    assert rules.direction(["a > b", "a > b"], "a", "b") == "supported"
+    assert rules.direction(["a < b", "a < b"], "a", "b") == "contradicted"
+    assert rules.direction(["uninformative", "uninformative"], "a", "b") == "uninformative"
     with pytest.raises(ValueError, match="verdict must be one of"):
-        claims.Verdict("probably", "0.1", "none")
+        rules.Verdict("probably", "0.1", "none")
+
+
+# ----------------------------------------------------------------------------- the data file
+def _data_file(tmp_path: Path, edit) -> Path:
+    data = yaml.safe_load(claims.DATA.read_text())
+    edit(data)
+    path = tmp_path / "claims.yaml"
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda d: d["claims"][0].pop("replication"), "missing fields \\['replication'\\]"),
+    (lambda d: d["claims"][0].update(kind="vibes"), "kind 'vibes' not in"),
+    (lambda d: d["claims"][2].update(margin="generous"), "margins \\['generous'\\]"),
+])
+def test_the_data_file_refuses_a_claim_it_cannot_decide(tmp_path, edit, match):
+    with pytest.raises(ValueError, match=match):
+        load_claims(_data_file(tmp_path, edit))
+
+
+def test_every_shipped_real_dialogue_run_on_held_out_goals_is_in_the_sequence():
+    """The level of the real-dialogue rows counts every run scored on the held-out goals: a shipped
+    folder with RL arms evaluated there and missing from the data file's list fails."""
+    listed = {r["folder"] for r in load_claims(claims.DATA)["real_dialogue"]["runs"]}
+    for cfg_path in (ROOT / "results/real_dialogue").glob("*/config.json"):
+        cfg = json.loads(cfg_path.read_text())["config"]
+        scored_held_out = cfg.get("eval_split") in (None, "held-out") and cfg.get("arms")
+        if scored_held_out:
+            assert str(cfg_path.parent.relative_to(ROOT)) in listed, cfg_path.parent
 
 
 def test_no_verdict_words_outside_the_generated_blocks():
-    """The README and docs state verdicts only through the generated ledger: a verdict word
-    (supported, contradicted, refuted) outside the claims block and outside code spans fails,
-    and a planted one is caught."""
+    """The README and docs state verdicts only through the generated ledger: a verdict word outside
+    the claims block and outside code spans fails, and a planted one is caught."""
     pages = [ROOT / "README.md", *sorted(p for p in (ROOT / "docs").glob("*.md") if p.name != "claims.md")]
-    found = {p.name: claims.stray_verdicts(p.read_text(encoding="utf-8")) for p in pages}
+    found = {p.name: stray_verdicts(p.read_text(encoding="utf-8")) for p in pages}
     assert not any(found.values()), found
-    planted = f"Intro.\n{claims.START}\n| **supported** |\n{claims.END}\nThe ordering is supported by both runs; `contradicted` is a word."
-    assert claims.stray_verdicts(planted) == ["supported"]
-
-
-@pytest.mark.parametrize("holm, verdict", [("calibrated > sft", "supported"), ("calibrated < sft", "contradicted"),
-                                           ("not significant", "not significant")])
-def test_the_real_dialogue_row_reads_the_held_out_users_holm_verdict(tmp_path, holm, verdict):
-    """The confirmatory row follows the Holm verdict of Calibrated - SFT against the held-out user
-    model in both runs of the preset, and no other evaluation user's row: planted verdicts move it,
-    and runs that disagree call no ordering."""
-    _copy_inputs(tmp_path)
-
-    def plant(folder, held_out):
-        def set_verdict(r):
-            r["holm verdict"] = held_out if r["evaluation user"] == "held-out user model" else "calibrated > sft"
-
-        _edit_rows(tmp_path / folder / "paired.csv", set_verdict)
-
-    target = "On real dialogues (Taskmaster-4), Calibrated Interactive RL ends above the SFT agent it starts from"
-    plant(claims.REAL, holm)
-    plant(claims.REAL_ONE_PROCESS, holm)
-    assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == verdict
-    plant(claims.REAL_ONE_PROCESS, "not significant" if holm != "not significant" else "calibrated > sft")  # the runs disagree
-    assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == "not significant"
-
-
-HELD, LOGGED = "held-out user model", "logged opening, then held-out model + rule"
-CONFIRMATORY = [(claims.REAL_OPENING, "calibrated_opening", HELD, "On real dialogues (Taskmaster-4), Calibrated Interactive RL "
-                 "whose simulator opens with the logged human request ends above the SFT agent it starts from"),
-                (claims.REAL_POWERED, "calibrated", HELD, "On real dialogues (Taskmaster-4), Calibrated Interactive RL ends above "
-                 "the SFT agent it starts from (powered: every held-out goal, eight fresh seeds)"),
-                (claims.REAL_CALIBRATION, "calibrated_opening", LOGGED, f"{claims.ON_REQUESTS} (the logged request, then the calibrated "
-                 "simulator) ends above the SFT agent against people's logged requests (every held-out goal, ten fresh seeds)"),
-                (claims.REAL_REQUESTS, "calibrated_opening", HELD, f"{claims.ON_REQUESTS} (the logged request, then the calibrated "
-                 "simulator) ends above the SFT agent against the held-out user model (every held-out goal, twelve fresh seeds)")]
-
-
-@pytest.mark.parametrize("folder, arm, user, target", CONFIRMATORY, ids=["logged_opening", "every_goal", "rl_on_calibration", "requests"])
-@pytest.mark.parametrize("mean, p, verdict", [(0.02, 0.0068, "supported"), (0.02, 0.03, "not significant"),
-                                              (0.02, 0.0078, "not significant"), (-0.02, 0.0068, "contradicted"),
-                                              (0.0, 1.0, "not significant"), (0.008, 29 / 4096, "supported"),
-                                              (0.008, 30 / 4096, "not significant"), (0.008, 34 / 4096, "not significant")])
-def test_a_confirmatory_row_needs_p_below_the_bonferroni_bar(tmp_path, folder, arm, user, target, mean, p, verdict):
-    """A confirmatory run's row is decided by its primary evaluation user's test at 0.05 over the
-    number of confirmatory runs (seven): a p of 0.0078, below 0.05 / 6 but above 0.05 / 7, is not
-    significant; 29 of 4096 sign patterns pass the bar 0.05 / 7 and 30 do not, so T's 34 (which
-    passed 0.05 / 6 before U joined the family) do not; another evaluation user's row does not move it."""
-    assert claims.CONFIRMATORY_RUNS == 7
-    _copy_inputs(tmp_path)
-
-    def plant(r):
-        held = r["evaluation user"] == user and r["difference"] == f"{arm} - sft"
-        r["mean"], r["p"] = (str(mean), str(p)) if held else ("0.05", "0.0078")
-
-    _edit_rows(tmp_path / folder / "paired.csv", plant)
-    assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == verdict
-
-
-CURVES = [(claims.REAL, 6, "On real dialogues (Taskmaster-4), Calibrated Interactive RL's goal success rises during "
-           "training against its own training simulator (greedy agent at checkpoints, held-out goals)"),
-          (claims.REAL_POWERED, 8, "On real dialogues (Taskmaster-4), Calibrated Interactive RL's goal success rises during "
-           "training against its own training simulator (powered: every held-out goal, eight fresh seeds)"),
-          (claims.REAL_CALIBRATION, 10, f"{claims.ON_REQUESTS}: goal success rises during training against its own training simulator "
-           "(every held-out goal, ten fresh seeds)"),
-          (claims.REAL_REQUESTS, 12, f"{claims.ON_REQUESTS}: goal success rises during training against its own training simulator "
-           "(every held-out goal, twelve fresh seeds)")]
-SPLITS = {"more than half rise": (lambda h: (h + 1, 0), "supported"), "half rise": (lambda h: (h, 0), "not significant"),
-          "half rise, half fall": (lambda h: (h, h), "not significant"), "more than half fall": (lambda h: (0, h + 1), "contradicted")}
-
-
-@pytest.mark.parametrize("folder, n, target", CURVES, ids=["cpu", "every_goal", "rl_on_calibration", "requests"])
-@pytest.mark.parametrize("split", SPLITS)
-def test_a_training_curve_row_needs_most_seeds_to_rise(tmp_path, folder, n, target, split):
-    """A checkpoint-curve row counts the seeds whose rise interval lies above 0 (or below): more
-    than half of the run's seeds decides; half is not enough."""
-    counts, verdict = SPLITS[split]
-    up, down = counts(n // 2)
-    _copy_inputs(tmp_path)
-    seeds = iter(range(100))
-
-    def plant(r):
-        if r["arm"] in ("calibrated", "calibrated_opening") and r["curve"] == "goal success at checkpoints (greedy, evaluation goals)":
-            k = next(seeds)
-            r["rise_low"], r["rise_high"] = ("0.01", "0.05") if k < up else ("-0.05", "-0.01") if k < up + down else ("-0.01", "0.01")
-
-    _edit_rows(tmp_path / folder / "training.csv", plant)
-    assert next(seeds) == n  # every seed of the run was planted
-    assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == verdict
-
-
-@pytest.mark.parametrize("static, prompted, verdict", [
-    ("calibrated > static", "calibrated > interactive_prompted", "supported"),
-    ("calibrated > static", "not significant", "not significant"),
-    ("calibrated < static", "calibrated < interactive_prompted", "contradicted"),
-    ("calibrated < static", "calibrated > interactive_prompted", "not significant")])
-def test_the_paper_comparison_row_needs_both_orderings_after_holm(tmp_path, static, prompted, verdict):
-    """The paper's comparison on real dialogues follows the Holm verdicts of Calibrated against Static
-    and against Interactive RL (prompted) for the held-out user model, both of them; another
-    evaluation user's verdicts do not move it."""
-    _copy_inputs(tmp_path)
-    planted = {"calibrated - static": static, "calibrated - interactive_prompted": prompted}
-
-    def plant(r):
-        held = r["evaluation user"] == "held-out user model"
-        r["holm verdict"] = planted.get(r["difference"], "not significant") if held else r["difference"].replace(" - ", " > ")
-
-    _edit_rows(tmp_path / claims.REAL_PAPER / "paired.csv", plant)
-    target = "On real dialogues (Taskmaster-4), Calibrated Interactive RL beats the other paradigms"
-    assert {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}[target] == verdict
-
-
-@pytest.mark.parametrize("static, prompted, verdicts", [
-    ((0.02, 2 / 4096), (0.1, 2 / 4096), ("supported", "supported")),
-    ((0.02, 0.005), (0.1, 0.0005), ("supported", "supported")),  # Holm's second step: 0.005 < 0.05 / 7
-    ((0.02, 0.005), (0.1, 0.004), ("not significant", "not significant")),  # the first step fails: 0.004 >= 0.05 / 14
-    ((0.02, 0.008), (0.1, 0.0005), ("not significant", "supported")),  # 0.008 >= 0.05 / 7
-    ((-0.02, 0.0005), (0.1, 0.0005), ("contradicted", "supported")),
-    ((0.0, 1.0), (0.1, 0.0005), ("not significant", "supported"))])
-def test_a_confirmatory_family_is_decided_by_holm_under_the_bonferroni_bar(tmp_path, static, prompted, verdicts):
-    """Run U's stated family of two (Calibrated against Static Context RL and against Interactive RL,
-    held-out user model): Holm's steps at 0.05 / 7 / 2 and 0.05 / 7, each comparison in the direction
-    of its mean; another evaluation user's rows do not move it."""
-    folder = tmp_path / "u"
-    folder.mkdir()
-    planted = {**dict(zip(claims.U_FAMILY, (static, prompted))), "static - sft": (-0.1, 2 / 4096)}
-    rows = [{"evaluation user": user, "difference": d, "mean": str(planted[d][0] if user == HELD else -0.1),
-             "low": "0", "high": "0", "p": str(planted[d][1] if user == HELD else 2 / 4096), "n": "12"}
-            for user in (HELD, LOGGED) for d in (*claims.U_FAMILY, "static - sft")]
-    with open(folder / "paired.csv", "w", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=list(rows[0]))
-        w.writeheader()
-        w.writerows(rows)
-    got = tuple(claims._confirmatory("u", claims.U_FAMILY, i, "note", seeds="seeds")(tmp_path) for i in range(2))
-    assert tuple(v.verdict for v in got) == verdicts
-    assert got[0].family.startswith("Holm over the stated family of 2 (calibrated_opening - static, calibrated_opening - "
-                                    "interactive_prompted) at 0.00714 (Bonferroni over the 7 confirmatory RL runs")
-
-
-U_ROWS = [f"{claims.ON_REQUESTS} (the logged request, then the calibrated simulator) beats Static Context RL on the same "
-          "requests against the held-out user model (every held-out goal, twelve seeds)",
-          f"{claims.ON_REQUESTS} (the logged request, then the calibrated simulator) beats Interactive RL against a prompted "
-          "simulator on the same goals, against the held-out user model (every held-out goal, twelve seeds)"]
-
-
-@pytest.mark.parametrize("static_p, verdicts", [(2 / 4096, ("supported", "supported")), (0.005, ("supported", "supported")),
-                                                (0.008, ("not significant", "supported"))])
-def test_run_us_rows_read_its_stated_family(tmp_path, static_p, verdicts):
-    """The two rows of run U read its stated family in the shipped folder (Interactive RL's p planted
-    at 2 / 4096): Static Context RL's p of 0.005 passes Holm's second step (0.05 / 7), 0.008 does not."""
-    _copy_inputs(tmp_path)
-
-    def plant(r):
-        if r["evaluation user"] == HELD and r["difference"] in claims.U_FAMILY:
-            r["mean"], r["p"] = "0.02", str(static_p if r["difference"].endswith("static") else 2 / 4096)
-
-    _edit_rows(tmp_path / claims.REAL_PAPER_REQUESTS / "paired.csv", plant)
-    got = {r["claim"]: r["verdict"] for r in claims.ledger(tmp_path)}
-    assert tuple(got[c] for c in U_ROWS) == verdicts
+    planted = f"Intro.\n{START}\n| **supported** |\n{END}\nThe ordering is supported by both runs; `contradicted` is a word."
+    assert stray_verdicts(planted) == ["supported"]
