@@ -186,3 +186,34 @@ def plot_pipeline_user_models(results: dict, stem: Path) -> list[Path]:
         axes[0, j].set_title(task)
     axes[0, 0].legend(frameon=False, fontsize=6)
     return save_figure(fig, stem)
+
+
+def plot_log_size(exact: list[dict], learned: list[dict], stem: Path) -> list[Path]:
+    """Per task (rows) and comparison (columns: against Interactive RL, against the best logs-only
+    arm), each calibrated arm's paired ``J_real`` difference against the log size: the exact engine's
+    prediction (mean with 95 % band over log draws) and the learned agents (mean with 95 % interval
+    over seeds, markers)."""
+    tasks = list(dict.fromkeys(r["task"] for r in exact + learned))
+    fig, axes = new_figure(ncols=2, nrows=len(tasks), width=3.4, height=2.6)
+    for j, task in enumerate(tasks):
+        for col, against in enumerate(("interactive", "best logs-only")):
+            ax = axes[j, col]
+            for i, (rows, kind) in enumerate(((exact, "exact"), (learned, "learned"))):
+                sel = [r for r in rows if r["task"] == task and r["against"].startswith(against)]
+                for k, cal in enumerate(dict.fromkeys(r["calibrated"] for r in sel)):
+                    rs = sorted((r for r in sel if r["calibrated"] == cal), key=lambda r: r["n_logs"])
+                    n, m = [r["n_logs"] for r in rs], [r["mean"] for r in rs]
+                    st = series_style(2 * i + k)
+                    if kind == "exact":
+                        ax.plot(n, m, label=f"{cal} (exact)", **st)
+                        ax.fill_between(n, [r["low"] for r in rs], [r["high"] for r in rs], color=st["color"], alpha=0.15, linewidth=0)
+                    else:
+                        ax.errorbar(n, m, yerr=[np.subtract(m, [r["low"] for r in rs]), np.subtract([r["high"] for r in rs], m)],
+                                    fmt="o", color=st["color"], capsize=2, markersize=3, label=f"{cal} (learned)")
+            ax.axhline(0.0, color="0.5", linewidth=0.6)
+            ax.set_xscale("log")
+            ax.set_xlabel("logged dialogues")
+            ax.set_ylabel("J_real difference")
+            ax.set_title(f"{task}: calibrated - {against}", fontsize=8)
+            ax.legend(frameon=False, fontsize=5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return save_figure(fig, stem)
