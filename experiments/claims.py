@@ -39,7 +39,7 @@ def disagreements(root: Path, data: dict) -> list[str]:
     out += check.sweep_growth(root, SWEEP)
     for run in data["real_dialogue"]["runs"]:
         if (root / run["folder"] / "runs.csv").is_file():  # the first development run shipped no per-seed file
-            out += check.dialogue_paired(root, run["folder"])
+            out += check.dialogue_paired(root, run["folder"]) + check.dialogue_goals(root, run["folder"])
     threshold = json.loads((root / MODADD / "config.json").read_text(encoding="utf-8"))["config"]["solve_threshold"]
     out += check.modadd_mcnemar(root, MODADD, threshold)
     saved = load_config_file(root / NOISY / "config.json", noisy_expert.NoisyExpertConfig)

@@ -49,6 +49,8 @@ outputs are the same bytes on any number of cores):
    the agents do with a real request even where the user models cannot state one.
 
 Outputs: ``results.json``, ``results.md``, ``runs.csv`` (every agent, seed and evaluation user),
+``goals.csv`` (the same, per evaluation goal: one outcome digit per goal, in the order of
+``results.json``'s ``goal_ids``),
 ``paired.csv`` (per-seed paired differences with 95 % intervals, the exact sign-flip p the verdict
 rests on, the t-test's p, and the verdict after Holm's correction over each evaluation user's
 comparisons, :func:`comparisons`), ``training.csv`` (each GRPO run's training reward, first and last
@@ -545,11 +547,28 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
             runs.append({"arm": arm, "seed": seed, "training_reward": meta["reward"], "training_success": meta["success"],
                          "zero_variance_steps": meta["training_signal"]["zero_variance_steps"],
                          **({"checkpoint_curve": meta["curve"]} if "curve" in meta else {}), **done["eval", arm, seed]})
-    results = summarise(cfg, runs, measures)
+    ids = [g.id for g in stages.goals]
+    results = summarise(cfg, runs, measures) | {"goals": goal_outcomes(runs, ids), "goal_ids": ids}
     if state.is_main_process:
         write_outputs(out, results, {**seconds, **st.seconds}, {"wall_seconds": time.perf_counter() - t0, "workers": workers,
                                                                 "processes": state.num_processes})
     return results
+
+
+def goal_outcomes(runs: list[dict], goal_ids: Sequence[str]) -> list[dict]:
+    """Per agent, seed and evaluation user, the judge's reward at every evaluation goal, in the order of
+    ``goal_ids`` (``outcomes``: one digit per goal where every reward is 0 or 1, else comma-separated
+    values), so a reader can recompute any per-seed success, or pair outcomes by goal."""
+    out = []
+    for r in runs:
+        for user, v in r.items():
+            if isinstance(v, dict) and "rewards" in v:
+                if len(v["rewards"]) != len(goal_ids):
+                    raise ValueError(f"{r['arm']} seed {r['seed']} vs {user}: {len(v['rewards'])} rewards for {len(goal_ids)} goals")
+                binary = all(x in (0, 1) for x in v["rewards"])
+                out.append({"arm": r["arm"], "seed": r["seed"], "user": user, "goals": len(goal_ids),
+                            "outcomes": "".join(str(int(x)) for x in v["rewards"]) if binary else ",".join(repr(float(x)) for x in v["rewards"])})
+    return out
 
 
 def comparisons(arms: Sequence[str], against: Sequence[str] = ()) -> list[tuple[str, str]]:
@@ -658,6 +677,8 @@ def write_outputs(out: Path, results: dict, seconds: dict, call: dict | None = N
     write_csv(out / "runs.csv", results["runs"])
     write_csv(out / "paired.csv", results["paired"])
     write_csv(out / "training.csv", results["training"])
+    if results.get("goals"):  # runs before 2026-12-07 kept per-seed successes only
+        write_csv(out / "goals.csv", results["goals"])
     per_turn = [{"corpus": corpus, "user_model": name, "turns": b, "nll_per_token": v["value"], "nll_low": v["low"],
                  "nll_high": v["high"], "n": v["n"]}
                 for corpus in ("tm4", "tm3") for name, r in results["realism"][corpus].items() for b, v in r["by_turn"].items()]
@@ -714,6 +735,8 @@ def retabulate(out: Path) -> dict:
     measures = {k: old[k] for k in ("realism", "discriminator", "sycophancy", "logged_confirmations")}
     results = summarise(cfg, list(runs.values()), measures, old["training"], old.get("training_curves", {}),
                         old.get("checkpoint_curves", {}))
+    if old.get("goals"):
+        results |= {"goals": old["goals"], "goal_ids": old["goal_ids"]}
     write_outputs(out, results, {})
     return results
 

@@ -163,8 +163,17 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     for row in res["paired"]:  # Holm keeps an ordering only where the uncorrected test called one
         assert 0.0 <= row["p"] <= 1.0 and row["holm verdict"] in (row["verdict"], "not significant")
     for name in ("results.md", "results.json", "config.json", "runs.csv", "paired.csv", "training.csv", "per_turn.csv", "timings.json",
-                 "realism_by_turn.png", "sycophancy.pdf", "paradigms.png", "paired.png", "paired.pdf"):
+                 "goals.csv", "realism_by_turn.png", "sycophancy.pdf", "paradigms.png", "paired.png", "paired.pdf"):
         assert (tmp_path / "r" / name).exists(), name
+    # per-goal outcomes: every per-seed success is its goals' mean (the ledger's check recomputes it so)
+    from shiftbounds.ledger.check import dialogue_goals
+    assert len(res["goal_ids"]) == 4 and len(res["goals"]) == len(res["runs"]) and dialogue_goals(tmp_path, "r") == []
+    goals_csv = (tmp_path / "r" / "goals.csv").read_text()
+    first = goals_csv.splitlines()[1].rsplit(",", 1)
+    flipped = first[0] + "," + ("1" if first[1][0] == "0" else "0") + first[1][1:]  # one goal's outcome changed
+    (tmp_path / "r" / "goals.csv").write_text(goals_csv.replace(goals_csv.splitlines()[1], flipped, 1))
+    assert dialogue_goals(tmp_path, "r")
+    (tmp_path / "r" / "goals.csv").write_text(goals_csv)
     syc = res["sycophancy"]
     assert syc["people (logged replies)"]["accept_wrong"] is None
     confirmations = res["logged_confirmations"]  # the people row's accept-right is read from the same logged replies

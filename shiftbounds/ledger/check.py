@@ -81,6 +81,23 @@ def dialogue_paired(root: Path, folder: str, alpha: float = 0.05) -> list[str]:
     return out
 
 
+def dialogue_goals(root: Path, folder: str) -> list[str]:
+    """A real-dialogue run's ``goals.csv`` (per-goal outcomes, runs from 2026-12-07 on) against its
+    ``runs.csv``: every per-seed success is the mean of its goals' outcomes. Nothing to check where
+    the run shipped no ``goals.csv``."""
+    if not (root / folder / "goals.csv").is_file():
+        return []
+    success = {(r["arm"], r["seed"], r["user"]): float(r["success"]) for r in sources.read_csv(root / folder / "runs.csv")}
+    out = []
+    for r in sources.read_csv(root / folder / "goals.csv"):
+        o = r["outcomes"]
+        values = [float(x) for x in (o.split(",") if "," in o else o)]
+        key = (r["arm"], r["seed"], r["user"])
+        if len(values) != int(r["goals"]) or key not in success or _differs(str(success[key]), float(np.mean(values))):
+            out.append(f"{folder}/goals.csv: {key}: {len(values)} outcomes with mean {np.mean(values)!r}, runs.csv {success.get(key)}")
+    return out
+
+
 def modadd_mcnemar(root: Path, folder: str, threshold: float, alpha: float = 0.05) -> list[str]:
     """``mcnemar.csv`` against ``runs.csv``: discordant counts, exact p, Holm inside each cell."""
     rows, out = sources.read_csv(root / folder / "runs.csv"), []
