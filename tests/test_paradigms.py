@@ -204,3 +204,19 @@ def test_the_trainer_scores_a_left_padded_row_as_the_row_alone(synthetic, tmp_pa
     trainer = paradigm_trainer("interactive", base, convs[:4], hidden_goal_judge(prep.task), cfg, tmp_path,
                                lambda: HiddenGoalUser(prep.task, prompted_simulator(0.3, 0.2)))
     assert_left_padding_is_invisible((trainer.model, trainer.ref_model), load_chat_model(base)[0])
+
+
+def test_lora_trains_adapters_and_saves_an_ordinary_merged_agent(synthetic, tmp_path):
+    """``lora_rank`` > 0: only adapters train (the base weights under them are frozen), and the saved
+    agent is a plain model folder whose merged weights differ from the start; 0 keeps full fine-tuning."""
+    prep, convs, base = synthetic
+    judge = lambda goal, messages: hidden_goal_judge(prep.task)(goal, messages) + 0.1 * len(messages[-1]["content"])  # noqa: E731
+    cfg = ParadigmConfig(steps=1, batch=4, num_generations=2, lr=5e-2, max_new_tokens=5, lora_rank=4)
+    out = train_paradigm("static", base, convs[:8], judge, cfg, tmp_path / "lora")
+    assert not (out / "adapter_config.json").exists() and json.loads((out / METADATA).read_text())["config"]["lora_rank"] == 4
+    trained, start = _weights(out), _weights(base)
+    assert trained.keys() == start.keys()
+    changed = [k for k in start if not torch.equal(trained[k], start[k])]
+    assert changed and all(k.endswith("weight") for k in changed)
+    with pytest.raises(ValueError, match="lora_rank must be >= 0"):
+        ParadigmConfig(lora_rank=-1)

@@ -70,6 +70,10 @@ class ParadigmConfig:
             one the starting agent was trained with (its ``shiftbounds.json``), else :data:`SYSTEM`.
         user_first: the simulator opens every dialogue (interactive paradigms).
         seed: the trainer's seed and the rollouts' root seed.
+        lora_rank: 0 (the default): full fine-tuning; ``r > 0``: low-rank adapters of rank ``r`` on
+            every linear layer (LoRA via ``peft``, the ``lora`` extra), merged into the saved agent,
+            so the saved folder is an ordinary model (and the reference, with ``beta > 0``, is the
+            starting agent with the adapters off, as TRL does).
         reporting: ``report_to`` and checkpointing passed to ``GRPOConfig``
             (:class:`~shiftbounds.conversations.calibration.Reporting`).
     """
@@ -86,9 +90,12 @@ class ParadigmConfig:
     system: str | None = None
     user_first: bool = False
     seed: int = 0
+    lora_rank: int = 0
     reporting: Reporting = Reporting()
 
     def __post_init__(self) -> None:
+        if self.lora_rank < 0:
+            raise ValueError(f"lora_rank must be >= 0 (0: full fine-tuning); got {self.lora_rank}")
         if min(self.steps, self.batch, self.max_turns, self.max_new_tokens) < 1 or self.num_generations < 2:
             raise ValueError(f"need steps, batch, max_turns, max_new_tokens >= 1 and num_generations >= 2; got {self}")
         if self.batch % self.num_generations:
@@ -135,6 +142,18 @@ def grpo_config(cfg: ParadigmConfig, output_dir: str | Path):
                       gradient_checkpointing=False)
 
 
+def lora_config(rank: int):
+    """The ``peft.LoraConfig`` of :attr:`ParadigmConfig.lora_rank` (``None`` for 0: full fine-tuning):
+    rank ``r`` on every linear layer, ``lora_alpha = 2 r``, no dropout."""
+    if rank == 0:
+        return None
+    try:
+        from peft import LoraConfig  # optional: the lora extra
+    except ImportError as e:
+        raise ImportError(f"lora_rank {rank} needs peft: pip install -e '.[lora]'") from e
+    return LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=0.0, target_modules="all-linear", task_type="CAUSAL_LM")
+
+
 def paradigm_trainer(paradigm: str, agent: str | Path, convs: ConversationData, judge: Judge, cfg: ParadigmConfig,
                      output_dir: str | Path, simulator_factory: Callable[[], UserSimulator] | None = None,
                      credit: Judge | None = None):
@@ -166,7 +185,8 @@ def paradigm_trainer(paradigm: str, agent: str | Path, convs: ConversationData, 
         ds, goals = static_context_dataset(convs, system)
         funcs = [static_reward_func(goals, judge)] + ([static_reward_func(goals, credit, "static_credit_reward")] if shaped else [])
         return trainer_counts_positions_from_mask(attach_progress(GRPOTrainer(
-            model=str(agent), reward_funcs=funcs, args=args, train_dataset=ds, processing_class=tok), paradigm), "model", "ref_model")
+            model=str(agent), reward_funcs=funcs, args=args, train_dataset=ds, processing_class=tok,
+            peft_config=lora_config(cfg.lora_rank)), paradigm), "model", "ref_model")
     if simulator_factory is None:
         raise ValueError(f"the {paradigm} paradigm needs a simulator_factory")
     goals = {c.id: c.goal for c in convs}
@@ -176,8 +196,8 @@ def paradigm_trainer(paradigm: str, agent: str | Path, convs: ConversationData, 
     ds = Dataset.from_list([{"prompt": agent_prompt(system, c.id)} for c in convs])
     funcs = [judge_reward_func] + ([credit_reward_func] if shaped else [])
     return trainer_counts_positions_from_mask(attach_progress(GRPOTrainer(
-        model=str(agent), reward_funcs=funcs, args=args, train_dataset=ds, processing_class=tok, rollout_func=rollout), paradigm),
-        "model", "ref_model")
+        model=str(agent), reward_funcs=funcs, args=args, train_dataset=ds, processing_class=tok, rollout_func=rollout,
+        peft_config=lora_config(cfg.lora_rank)), paradigm), "model", "ref_model")
 
 
 def _fingerprint(model) -> list[tuple[float, float]]:
@@ -292,8 +312,9 @@ def train_paradigm(paradigm: str, agent: str | Path, convs: ConversationData, ju
             "success": [float(h[judged]) for h in log if judged in h],
             "loss": [float(h["loss"]) for h in log if "loss" in h], "training_signal": signal, "config": asdict(cfg),
             "trl": trl.__version__, **({"curve": curve} if curve is not None else {})}
-    if trainer.accelerator.is_main_process:
-        save_chat_model(trainer.model, trainer.processing_class, out_dir, meta)
+    if trainer.accelerator.is_main_process:  # LoRA adapters merged: the saved agent is an ordinary model folder
+        model = trainer.model.merge_and_unload() if cfg.lora_rank else trainer.model
+        save_chat_model(model, trainer.processing_class, out_dir, meta)
     trainer.accelerator.wait_for_everyone()
     return Path(out_dir)
 
