@@ -36,6 +36,7 @@ from shiftbounds.conversations.calibration import RECIPES, CalibrationConfig, ca
 from shiftbounds.conversations.measures import nll_by_turn, sycophancy_report, user_turn_nll, user_turns
 from shiftbounds.conversations.models import check_model_folder, load_chat_model
 from shiftbounds.conversations.simulators import PERSONA, LMUser
+from shiftbounds.conversations.taskmaster import CUSTOMER_PERSONA
 from shiftbounds.conversations.taskmaster_study import calibration_probes
 from shiftbounds.conversations.tasks import load_taskmaster
 from shiftbounds.figures.text import plot_user_comparison
@@ -48,7 +49,7 @@ from shiftbounds.utils.stats import paired_difference
 
 PERSONAS = (
     PERSONA,
-    "You are a customer at a coffee shop, talking to the barista. You want to order: {goal}. Say what you want to order.",
+    CUSTOMER_PERSONA,
     "You are a customer ordering at a coffee shop. For example, a customer who wants 1 hot mocha says: \"Hi, can I get "
     "1 hot mocha, please?\" Your order: {goal}. Say what you want, in one sentence, as that customer did.",
     "Play the customer, never the assistant. Your order: {goal}. First state your whole order. When the barista repeats "

@@ -84,8 +84,10 @@ from shiftbounds.conversations.calibration import CalibrationConfig, TrainingCon
 from shiftbounds.conversations.measures import logged_confirmations
 from shiftbounds.conversations.models import METADATA
 from shiftbounds.conversations.paradigms import SYSTEM, ParadigmConfig
+from shiftbounds.conversations.pretrained import SMOLLM2, cache_home
 from shiftbounds.conversations.records import Conversation
 from shiftbounds.conversations.simulators import VIEWS
+from shiftbounds.conversations.taskmaster import CUSTOMER_PERSONA
 from shiftbounds.conversations.taskmaster_study import ARMS, EVAL_USERS, PAPER_ARMS
 from shiftbounds.conversations.tasks import (
     load_taskmaster,
@@ -141,6 +143,8 @@ class RealDialogueConfig:
     num_generations: int = field(default=4, metadata={"help": "dialogues per goal (the group baseline)"})
     rl_lr: float = field(default=1e-4, metadata={"help": "GRPO learning rate"})
     beta: float = field(default=0.0, metadata={"help": "KL weight to the SFT agent (> 0 loads a reference model)"})
+    lora_rank: int = field(default=0, metadata={"help": "GRPO with LoRA adapters of this rank (peft, merged into the saved agent); 0: full fine-tuning"})
+    persona: str = field(default="", metadata={"help": "the prompted user's persona, with {goal} (empty: the package's default)"})
     credit_weight: float = field(default=0.0, metadata={"help": "weight of the partial-credit reward (items, quantities, options "
                                                                 "right) beside goal success (weight 1)"})
     rl_temperature: float = field(default=1.0, metadata={"help": "agent temperature in GRPO rollouts"})
@@ -189,7 +193,10 @@ class RealDialogueConfig:
 
     def __post_init__(self) -> None:
         if self.base_model and not (Path(self.base_model) / "config.json").is_file():
-            raise ValueError(f"--base-model must be a local model folder (with config.json); got {self.base_model!r}")
+            raise ValueError(f"--base-model must be a local model folder (with config.json); got {self.base_model!r} "
+                             "(SmolLM2-135M-Instruct: `shiftbounds base-model` prints where it put it)")
+        if self.lora_rank < 0 or (self.persona and "{goal}" not in self.persona):
+            raise ValueError(f"need --lora-rank >= 0 and a --persona containing {{goal}}; got {self.lora_rank}, {self.persona!r}")
         for k in ("pretrain_steps", "sft_steps", "user_steps", "batch", "rl_steps", "turns", "max_new", "user_new", "n_eval",
                   "n_probe", "n_disc", "classifier_steps", "d_model", "n_layer"):
             if getattr(self, k) < 1:
@@ -235,7 +242,8 @@ class RealDialogueConfig:
         """The one GRPO configuration of every arm, at ``seed``."""
         return ParadigmConfig(steps=self.rl_steps, batch=self.rl_batch, num_generations=self.num_generations, lr=self.rl_lr,
                               beta=self.beta, credit_weight=self.credit_weight, temperature=self.rl_temperature,
-                              max_turns=self.turns, max_new_tokens=self.max_new, system=SYSTEM, user_first=True, seed=seed)
+                              max_turns=self.turns, max_new_tokens=self.max_new, system=SYSTEM, user_first=True, seed=seed,
+                              lora_rank=self.lora_rank)
 
 
 # frozen before the first confirmatory run (docs/results.md): greedy user models, which state their goal in >= 0.7
@@ -267,9 +275,16 @@ PRESETS = {
     # SFT agent and Calibrated against the other two, one Holm family of five per evaluation user; eight seeds, the
     # fewest at which the exact sign-flip test can pass Holm's first step (2 / 2^8 < 0.05 / 5)
     "paper": {**TRAIN_SPLIT, "arms": ("static", "interactive_prompted", "calibrated"), "seeds": tuple(range(8))},
-    "gpu": {"max_len": 1024, "sft_steps": 2000, "user_steps": 1000, "sft_lr": 2e-5, "rl_steps": 200, "rl_batch": 32,
-            "rl_lr": 1e-6, "beta": 0.04, "turns": 4, "max_new": 256, "user_new": 96, "n_eval": 200,
-            "n_disc": 2000, "classifier_steps": 1000},
+    # paper 1's comparison at pretrained scale (issue 50): SmolLM2-135M-Instruct (`shiftbounds base-model`) as the base of
+    # the agent and the user models, the prompted SmolLM2 user (the persona chosen on the development split) as
+    # Interactive RL's simulator, Calibrated Interactive RL against SmolLM2 calibrated on the train split's people, Static
+    # Context RL on the logged contexts; GRPO with LoRA adapters (rank 16); twelve seeds; a development configuration
+    # until its RL settings are chosen on seeds 100-101 and calibration goals (docs/llm.md)
+    "gpu": {"base_model": str(cache_home() / SMOLLM2.name), "arms": ("static", "interactive_prompted", "calibrated"),
+            "persona": CUSTOMER_PERSONA, "user_temperature": 0.0, "lora_rank": 16, "max_len": 1024, "sft_steps": 600,
+            "user_steps": 300, "sft_lr": 3e-5, "batch": 8, "rl_steps": 100, "rl_batch": 32, "rl_lr": 2e-5, "credit_weight": 0.5,
+            "rl_temperature": 0.7, "turns": 2, "max_new": 192, "user_new": 48, "n_eval": 552, "seeds": tuple(range(12)),
+            "curve_every": 10},
 }
 
 
@@ -294,8 +309,10 @@ def memory_estimate(cfg: RealDialogueConfig) -> dict:
 
 
 # settings added after runs were made, at the values those runs were made with: the one view before
-# --user-view; one process on --threads before --one-thread; the train split before --rl-split
-LEGACY = {"user_view": "flipped", "one_thread": False, "curve_every": 0, "curve_users": (), "rl_split": "train"}
+# --user-view; one process on --threads before --one-thread; the train split before --rl-split; full
+# fine-tuning and the default persona before --lora-rank and --persona
+LEGACY = {"user_view": "flipped", "one_thread": False, "curve_every": 0, "curve_users": (), "rl_split": "train", "lora_rank": 0,
+          "persona": ""}
 USER_MODELS = ("user_calibrated", "user_heldout", "user_calibrated_tm3", "user_independent")
 MEASURES = ("realism", "discriminator", "sycophancy", "logged_confirmations")
 CHECKPOINT_CURVE = "goal success at checkpoints (greedy, evaluation goals)"
@@ -401,7 +418,7 @@ class Stages:
         (self.train, self.calib, self.held), (self.tm3_train, _, self.tm3_held) = data["tm4"], data["tm3"]
         self.sft = TrainingConfig(steps=cfg.sft_steps, batch=cfg.batch, lr=cfg.sft_lr, max_length=cfg.max_len, seed=cfg.seed)
         self.users_cfg = CalibrationConfig(steps=cfg.user_steps, batch=cfg.batch, lr=cfg.sft_lr, max_length=cfg.max_len,
-                                           seed=cfg.seed, view=cfg.user_view)
+                                           seed=cfg.seed, view=cfg.user_view, **({"persona": cfg.persona} if cfg.persona else {}))
         self.base_cfg = TrainingConfig(steps=cfg.pretrain_steps, batch=cfg.batch, lr=cfg.lr, max_length=cfg.max_len, seed=cfg.seed)
         self.goals = study.evaluation_goals(self.held if cfg.eval_split == "held-out" else self.calib, cfg.n_eval)
         self.rl_dialogues = rl_dialogues(cfg, self.train, self.calib)
@@ -604,7 +621,7 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
         for user in users:
             e = mean_ci(np.array([by[arm, s][user]["mean"] for s in cfg.seeds]))
             row[user] = e.value
-            row[f"{user} 95% CI"] = f"[{e.low:.3f}, {e.high:.3f}]"
+            row[f"{user} 95% CI"] = "constant" if e.low == e.high else f"[{e.low:.3f}, {e.high:.3f}]"  # one agent in every seed
         sim = ARMS.get(arm, (None, None))[1]
         if sim:
             vs_sim = np.array([by[arm, s][sim]["mean"] for s in cfg.seeds])

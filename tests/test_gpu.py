@@ -42,5 +42,7 @@ def test_gpu_check_script_cpu_dry_run(tmp_path):
     env = {**os.environ, "OUT": str(tmp_path / "out"), "PYTHON": sys.executable}
     subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--device", "cpu"], check=True, cwd=ROOT, env=env,
                    capture_output=True, timeout=900)
-    for name in ("environment.json", "full_pipeline/results.json", "modadd/results.json", "benchmark_llm.txt", "gpu_check.log"):
+    for name in ("environment.json", "full_pipeline/results.json", "modadd/results.json", "real_dialogue/goals.csv",
+                 "smollm2_random/config.json", "benchmark_llm.txt", "gpu_check.log"):
         assert (tmp_path / "out" / name).exists(), name
+    assert "random weights" in (tmp_path / "out" / "gpu_check.log").read_text()

@@ -34,3 +34,13 @@ def test_quoted_numbers_match_shipped_results(page):
         for q in quoted:
             d = len(q.split(".")[1])
             assert any(abs(round(v, d) - float(q)) < 10 ** -(d + 3) for v in pool), f"{page}: {q} is not in {files}"
+
+
+@pytest.mark.parametrize("page", PAGES)
+def test_no_zero_width_interval_is_quoted(page):
+    """A value that does not vary over its replicates is written as such ("constant"), never as a
+    zero-width interval "x [x, x]"."""
+    text = (ROOT / page).read_text(encoding="utf-8")
+    zero = [m.group(0) for m in re.finditer(r"(-?\d+\.\d+) \[(-?\d+\.\d+), (-?\d+\.\d+)\]", text)
+            if float(m.group(1)) == float(m.group(2)) == float(m.group(3))]
+    assert not zero, f"{page}: {zero}"

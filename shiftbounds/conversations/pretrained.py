@@ -29,8 +29,9 @@ from pathlib import Path
 
 import torch
 
-from shiftbounds.conversations.models import METADATA, load_chat_model
+from shiftbounds.conversations.models import METADATA, build_tiny_chat_model, load_chat_model
 from shiftbounds.utils.io import atomic_write_text
+from shiftbounds.utils.seeding import torch_init_seed
 
 CHATML_GENERATION_TEMPLATE = (
     "{% for message in messages %}"
@@ -216,13 +217,9 @@ def random_smollm2(folder: str | Path, texts: list[str], *, seed: int = 0, n_lay
     its numbers are reported."""
     from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
 
-    from shiftbounds.conversations.environment import tool_calling_chat_template
-    from shiftbounds.conversations.models import build_tiny_chat_model
-    from shiftbounds.utils.seeding import torch_init_seed
-
     folder = Path(folder)
     build_tiny_chat_model(folder, texts, vocab_size=1024, d_model=32, n_layer=1, n_head=2, seed=seed,
-                          chat_template=tool_calling_chat_template())
+                          chat_template=CHATML_GENERATION_TEMPLATE)
     tiny = AutoModelForCausalLM.from_pretrained(folder)
     arch = {**SMOLLM2_ARCHITECTURE, "num_hidden_layers": n_layer or SMOLLM2_ARCHITECTURE["num_hidden_layers"]}
     rope = arch.pop("rope_theta")

@@ -23,6 +23,9 @@ import numpy as np
 
 DEFAULT_DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 ROLE_TOKENS = ("<agent>", "<user>", "<api>", "<goal>")
+CUSTOMER_PERSONA = "You are a customer at a coffee shop, talking to the barista. You want to order: {goal}. Say what you want to order."
+"""The persona wording chosen for a prompted pretrained user (SmolLM2-135M-Instruct) on the development split
+(``python -m experiments.pretrained_users``: the highest goal disclosure of four wordings)."""
 
 
 def default_data_dir() -> Path:
