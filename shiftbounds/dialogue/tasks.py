@@ -32,7 +32,7 @@ arguments of :meth:`UserModel.response`, which the exact and the neural views bo
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -104,10 +104,6 @@ class HiddenGoalTask:
 
     def is_question(self, action: int) -> bool:
         return action < self.n_questions
-
-    def with_(self, **changes) -> HiddenGoalTask:
-        """A copy with some fields changed (validated again)."""
-        return replace(self, **changes)
 
 
 # ---------------------------------------------------------------------------------- user acts
