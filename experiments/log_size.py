@@ -20,7 +20,8 @@ best of ``static_myopic``, ``static_one_step``, ``static_awr``). A main-job size
 held-out logs together.
 
 Writes ``exact.csv``, ``learned.csv``, ``thresholds.csv``, ``results.md``, ``results.json`` and
-``log_size.{png,pdf}`` under ``--out-dir``.
+``log_size.{png,pdf}`` under ``--out-dir``; each (task, size) cell's draws are kept under ``stages/``, so a
+stopped run resumes by cells and a rerun with other ``--learned`` folders recomputes nothing exact.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ from shiftbounds.dialogue.tasks import REAL_USERS, TASKS
 from shiftbounds.figures import plot_log_size
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
+from shiftbounds.utils.stages import StageCache
 from shiftbounds.utils.workers import default_workers, run_jobs
 
 LEARNED_CALIBRATED, LEARNED_LOGS_ONLY = ("calibrated", "calibrated_realism"), ("static_myopic", "static_one_step", "static_awr")
@@ -55,7 +57,7 @@ class LogSizeConfig:
     sizes: tuple[int, ...] = field(default=(150, 300, 750, 1500, 3000, 7500, 15000), metadata={"help": "log sizes"})
     draws: int = field(default=20, metadata={"help": "independent log draws per size"})
     count_alpha: float = field(default=1.0, metadata={"help": "smoothing of the count-model simulator"})
-    learned: tuple[str, ...] = field(default=(), metadata={"help": "main-job folders whose learned agents join the table"})
+    learned: tuple[str, ...] = field(default=(), metadata={"help": "main-job folders whose learned agents join the table", "resume": False})
     seed: int = field(default=0, metadata={"help": "seed of the log draws"})
     workers: int = field(default=0, metadata={"help": "(task, size) jobs at once; 0 = every core", "resume": False})
     out_dir: str = field(default="results/log_size/default", metadata={"help": "results folder", "resume": False})
@@ -74,8 +76,12 @@ PRESETS = {"default": {}, "smoke": {"tasks": ("guess_number",), "horizon": 3, "s
 
 
 def exact_job(cfg: LogSizeConfig, task: str, n: int) -> list[dict]:
-    prep = prepare_task(make_task(task, cfg.horizon), cfg.real_user)
-    return log_draws(prep, n, cfg.draws, seed=cfg.seed, key=task, count_alpha=cfg.count_alpha)
+    """One (task, size) cell's draws, saved as a stage (``stages/draws_<task>_<n>.json``): a stopped run resumes by cells."""
+    def make() -> list[dict]:
+        prep = prepare_task(make_task(task, cfg.horizon), cfg.real_user)
+        return log_draws(prep, n, cfg.draws, seed=cfg.seed, key=task, count_alpha=cfg.count_alpha)
+
+    return StageCache(Path(cfg.out_dir) / "stages").json(f"draws_{task}_{n}", make)
 
 
 def exact_rows(cfg: LogSizeConfig, workers: int) -> list[dict]:

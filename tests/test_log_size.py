@@ -60,5 +60,18 @@ def test_the_smoke_preset_writes_every_output(tmp_path):
     assert {r["n_logs"] for r in res["exact"]} == {30, 120}
     for name in ("exact.csv", "thresholds.csv", "results.md", "results.json", "log_size.png", "log_size.pdf"):
         assert (out / name).is_file(), name
+    # the draws are stages: a rerun on two workers with a learned folder recomputes nothing exact, the same bytes
+    before = (out / "exact.csv").read_bytes()
+    stamps = {p.name: p.stat().st_mtime_ns for p in (out / "stages").glob("draws_*.json")}
+    learned = tmp_path / "learned"
+    learned.mkdir()
+    arms = ("calibrated", "calibrated_realism", "static_myopic", "static_one_step", "static_awr", "interactive")
+    runs = [{"task": "guess_number", "seed": s, "paradigms": {a: {"J_real": 0.1 * s + 0.01 * i} for i, a in enumerate(arms)}}
+            for s in range(3)]
+    (learned / "results.json").write_text(json.dumps({"config": {"n_logs": 60, "tasks": ["guess_number"]}, "runs": runs}))
+    again = log_size.main(["--preset", "smoke", "--out-dir", str(out), "--workers", "2", "--learned", str(learned)])
+    assert (out / "exact.csv").read_bytes() == before and len(stamps) == 2
+    assert {p.name: p.stat().st_mtime_ns for p in (out / "stages").glob("draws_*.json")} == stamps
+    assert {r["n_logs"] for r in again["learned"]} == {60} and (out / "learned.csv").is_file()
     with pytest.raises(ValueError, match="--learned folders need a finished main job"):
         log_size.LogSizeConfig(learned=(str(tmp_path / "nowhere"),))
