@@ -1,7 +1,7 @@
 """How many logs calibration needs: Calibrated Interactive RL against Interactive RL and against the best
 logs-only arm, as the number of logged dialogues grows.
 
-``python -m experiments.log_size [--preset smoke|default] [--learned DIR ...] [options]``
+``python -m experiments.log_size [--preset smoke|default] [--learned DIR,DIR,...] [options]``
 
 **Exact prediction.** On the main job's tasks, horizon, real user and prompted simulator, the tabular
 engine solves every logs-dependent arm on ``--draws`` independent log draws per size in ``--sizes``:
@@ -13,7 +13,7 @@ logs-only arm of highest mean there, with 95 % t-intervals over the draws, exact
 and minimum detectable effects, and the smallest size from which calibration pays at every larger size of the grid
 (uncorrected across sizes: a descriptive threshold).
 
-**Learned agents.** ``--learned`` names main-job folders (``python -m experiments.full_pipeline
+**Learned agents.** ``--learned`` names main-job folders (comma-separated) (``python -m experiments.full_pipeline
 --n-logs N --seeds K --seed S``); their per-seed ``J_real`` give the same differences for the learned
 arms at their log sizes (``calibrated`` and ``calibrated_realism`` against ``interactive`` and the
 best of ``static_myopic``, ``static_one_step``, ``static_awr``). A main-job size counts train and

@@ -26,7 +26,7 @@ def _differs(shipped: str, value: float) -> bool:
     return not math.isclose(float(shipped), float(value), rel_tol=REL, abs_tol=1e-12)
 
 
-def _ordering(mean: float, p: float, kept: bool, a: str, b: str) -> str:
+def _ordering(mean: float, kept: bool, a: str, b: str) -> str:
     return "not significant" if not kept or mean == 0 else f"{a} > {b}" if mean > 0 else f"{a} < {b}"
 
 
@@ -42,8 +42,9 @@ def _paired_checks(where: str, shipped: list[dict], diffs: list[np.ndarray], alp
                 out.append(f"{where}: {what}: shipped {key} {r[key]}, recomputed {value!r}")
         if int(r[n_key]) != d.size:
             out.append(f"{where}: {what}: shipped {n_key} {r[n_key]}, recomputed {d.size}")
-        if r[holm_key] != _ordering(d.mean(), p, kept, a, b):
-            out.append(f"{where}: {what}: shipped {holm_key} {r[holm_key]!r}, recomputed {_ordering(d.mean(), p, kept, a, b)!r}")
+        verdict = _ordering(d.mean(), kept, a, b)
+        if r[holm_key] != verdict:
+            out.append(f"{where}: {what}: shipped {holm_key} {r[holm_key]!r}, recomputed {verdict!r}")
     return out
 
 
@@ -113,7 +114,7 @@ def modadd_mcnemar(root: Path, folder: str, threshold: float, alpha: float = 0.0
             counts.append((sum(x[s] and not y[s] for s in x), sum(y[s] and not x[s] for s in x)))
         ps = [rules.mcnemar_p(a, b) for a, b in counts]
         for r, (a, b), p, kept in zip(family, counts, ps, holm(ps, alpha)):
-            got = (a, b, p, _ordering(a - b, p, kept, *r["difference"].split(" - ")))
+            got = (a, b, p, _ordering(a - b, kept, *r["difference"].split(" - ")))
             want = (int(r["only_first"]), int(r["only_second"]), float(r["p"]), r["holm verdict"])
             if got[:2] != want[:2] or _differs(r["p"], p) or got[3] != want[3]:
                 out.append(f"{folder}/mcnemar.csv: {cell} {r['difference']}: shipped {want}, recomputed {got}")
