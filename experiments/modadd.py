@@ -68,7 +68,7 @@ class ModAddConfig:
     m: tuple[int, ...] = field(default=(8,), metadata={"help": "residues per prompt (chain lengths; one teacher each)", "resume": False})
     etas: tuple[float, ...] = field(default=(0.0, 0.1, 0.2), metadata={"help": "teacher noise levels (each run cached by key: a folder may hold several sweeps)", "resume": False})
     methods: tuple[str, ...] = field(default=METHODS, metadata={"help": f"students, from {METHODS}", "resume": False})
-    teacher_signals: tuple[str, ...] = field(default=("full",), metadata={"help": f"what every student gets from the noisy teacher, from {TEACHER_SIGNALS}: one sampled token per position or the full distribution", "resume": False})
+    teacher_signals: tuple[str, ...] = field(default=("full",), metadata={"help": f"what the students get from the noisy teacher, from {TEACHER_SIGNALS}: one sampled token per position, the full distribution (both: every method alike, the equal-information controls), or paper 2's setting (BC on sampled chains, the online students the distribution at their prefixes)", "resume": False})
     warm_starts: tuple[int, ...] = field(default=(0,), metadata={"help": "steps of the shared BC warm start every method of a seed starts from (0 = random weights)", "resume": False})
     warm_corrupt: float = field(default=0.0, metadata={"help": "prefix corruption in the shared BC warm start (the teacher's recipe: the noisy teacher labels corrupted prefixes); 0 = plain BC"})
     law: str = field(default="mixture", metadata={"help": f"noisy-teacher law, from {LAWS}"})

@@ -20,8 +20,11 @@ position ``m + i - 1`` predict ``s_i``.
   drawn from the noisy teacher at every position of the prefixes (BC: the teacher's own sampled
   chain; online students: a teacher sample at each of their own prefixes), fitted by log-loss;
   ``"full"`` — the noisy teacher's whole next-token distribution at every position, fitted by the
-  method's divergence (BC: forward KL at the teacher's prefixes). The reverse and mixed divergences
-  need the full distribution.
+  method's divergence (BC: forward KL at the teacher's prefixes); ``"paper"`` — the information
+  structure paper 2 compares: offline BC learns from chains *sampled* from the noisy teacher, while
+  the online students *query* it at their own prefixes and get its whole distribution (so
+  ``"sampled"`` and ``"full"``, one signal for every method, are its equal-information controls).
+  The reverse and mixed divergences need the full distribution.
 * **Warm start** (``train_student(init=...)``): every method may start from the same student, e.g.
   a short shared BC phase (:func:`warm_start`), as the paper's students start from a pretrained
   model rather than from random weights.
@@ -40,7 +43,7 @@ from shiftbounds.nn.transformer import Transformer, TransformerConfig
 
 LAWS = ("mixture", "absorbing")
 METHODS = ("bc", "opd-F", "opd-R", "nail-F", "nail-R", "nail-Mixed")
-TEACHER_SIGNALS = ("sampled", "full")
+TEACHER_SIGNALS = ("sampled", "full", "paper")
 
 
 @dataclass(frozen=True)
@@ -213,8 +216,9 @@ class StudentConfig:
         steps, batch, lr: optimisation budget (``steps * batch`` teacher-labelled chains for every method).
         mixed_beta: ``beta`` of NAIL-Mixed.
         noised_student: fit ``(1 - eta) pi_hat + eta nu`` to the teacher (known-noise form).
-        teacher_signal: ``"sampled"`` (one noisy-teacher token per position) or ``"full"`` (its
-            whole distribution), one of :data:`TEACHER_SIGNALS`.
+        teacher_signal: ``"sampled"`` (one noisy-teacher token per position), ``"full"`` (its
+            whole distribution) or ``"paper"`` (BC sampled, the online methods full), one of
+            :data:`TEACHER_SIGNALS`; :attr:`signal` is what this method gets.
         lr_decay: fall linearly to ``0.1 lr`` over the steps (after a 50-step warm-up), as the
             teacher's schedule does; else constant after the warm-up.
         corrupt: BC only: each chain token of the teacher-sampled prefixes is replaced by a
@@ -242,7 +246,7 @@ class StudentConfig:
             raise ValueError(f"method must be one of {METHODS}; got {self.method!r}")
         if self.teacher_signal not in TEACHER_SIGNALS:
             raise ValueError(f"teacher_signal must be one of {TEACHER_SIGNALS}; got {self.teacher_signal!r}")
-        if self.teacher_signal == "sampled" and self.method.endswith(("-R", "-Mixed")):
+        if self.signal == "sampled" and self.method.endswith(("-R", "-Mixed")):
             raise ValueError(f"{self.method} needs the teacher's full distribution (teacher_signal='full'); "
                              "a sampled teacher token only supports the forward divergence (log-loss)")
         if self.law not in LAWS:
@@ -253,6 +257,13 @@ class StudentConfig:
             raise ValueError(f"corrupt must lie in [0, 1) and is for BC only; got {self.corrupt} for {self.method}")
         if self.steps < 1 or self.batch < 1 or self.lr <= 0:
             raise ValueError(f"need steps >= 1, batch >= 1, lr > 0; got {self.steps}, {self.batch}, {self.lr}")
+
+    @property
+    def signal(self) -> str:
+        """The signal this method gets: ``"sampled"`` or ``"full"`` (``"paper"`` resolves by method)."""
+        if self.teacher_signal == "paper":
+            return "sampled" if self.method == "bc" else "full"
+        return self.teacher_signal
 
 
 @torch.no_grad()
@@ -278,7 +289,7 @@ def student_step_loss(task: ModAddTask, cfg: StudentConfig, student: Transformer
             flip = torch.rand(chain.shape, generator=generator).to(chain.device) < cfg.corrupt
             chain = torch.where(flip, torch.randint(task.p, chain.shape, generator=generator).to(chain.device), chain)
         seqs = with_chain(task, prompts, chain)
-        if cfg.teacher_signal == "sampled" and not cfg.corrupt:  # LogLossBC on the sampled chain
+        if cfg.signal == "sampled" and not cfg.corrupt:  # LogLossBC on the sampled chain
             return nll(chain_logits(task, student, seqs), seqs[:, task.m + 1:])
     else:
         seqs = student_prefixes(task, cfg, student, prompts, generator)
@@ -288,7 +299,7 @@ def student_step_loss(task: ModAddTask, cfg: StudentConfig, student: Transformer
     logits = chain_logits(task, student, seqs)
     noised = cfg.noised_student and cfg.method != "bc"
     student_logp = noised_log_probs(logits, cfg.eta) if noised else log_probs(logits)
-    if cfg.teacher_signal == "sampled":  # one noisy-teacher token at each of the student's prefixes
+    if cfg.signal == "sampled":  # one noisy-teacher token at each of the student's prefixes
         labels = multinomial(teacher_logp.exp().reshape(-1, task.p), generator).reshape(teacher_logp.shape[:-1])
         return -gather_tokens(student_logp, labels).mean()
     divergence = "forward" if cfg.method == "bc" else {"F": "forward", "R": "reverse", "Mixed": "mixed"}[cfg.method.split("-")[1]]

@@ -187,3 +187,19 @@ def test_solve_tables_count_solves_and_test_them_exactly():
     assert by["nail-F - bc"]["p"] == pytest.approx(2 / 2**10) and by["nail-F - bc"]["holm verdict"] == "nail-F > bc"
     assert by["nail-F - opd-F"]["p"] == pytest.approx(2 / 2**5) and by["nail-F - opd-F"]["holm verdict"] == "not significant"
     assert by["opd-F - bc"]["p"] == pytest.approx(2 / 2**5) and by["opd-F - bc"]["holm verdict"] == "not significant"
+
+
+@pytest.mark.parametrize("method, same_as", [("bc", "sampled"), ("opd-F", "full"), ("nail-F", "full"), ("nail-R", "full")])
+def test_the_papers_signal_gives_bc_samples_and_the_online_students_the_distribution(method, same_as):
+    """``teacher_signal="paper"``: offline BC learns from chains sampled from the noisy teacher, the online
+    students query its whole distribution at their own prefixes; each loss equals, draw for draw, the
+    loss under the equal-information signal it resolves to."""
+    task = ModAddTask(p=5, m=3)
+    torch.manual_seed(0)
+    teacher, student = Transformer(task.model_config(16, 1)), Transformer(task.model_config(16, 1))
+    prompts = sample_prompts(task, 8, torch.Generator().manual_seed(0))
+    paper = StudentConfig(method=method, eta=0.2, teacher_signal="paper")
+    assert paper.signal == same_as
+    losses = [student_step_loss(task, StudentConfig(method=method, eta=0.2, teacher_signal=s), student, teacher, prompts,
+                                torch.Generator().manual_seed(3)).item() for s in ("paper", same_as)]
+    assert losses[0] == losses[1]
