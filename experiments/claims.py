@@ -60,6 +60,11 @@ class ClaimsConfig:
     seed: int = field(default=0, metadata={"help": "unused (no randomness); kept for the common CLI"})
     out_dir: str = field(default="docs", metadata={"help": "where claims.md goes, relative to --root (the README is the root's)"})
 
+    def __post_init__(self) -> None:
+        if not Path(self.data).is_file() or not (Path(self.root) / "README.md").is_file():
+            raise ValueError(f"--data must be the claims data file and --root a repository root with a README.md; "
+                             f"got --data {self.data!r}, --root {self.root!r}")
+
 
 PRESETS = {"default": {"out_dir": "docs"}, "smoke": {"check": True, "out_dir": "docs"}}
 

@@ -185,6 +185,12 @@ def test_the_data_file_refuses_a_claim_it_cannot_decide(tmp_path, edit, match):
         load_claims(_data_file(tmp_path, edit))
 
 
+def test_a_missing_data_file_is_one_line_naming_it(capsys):
+    with pytest.raises(SystemExit) as e:
+        claims.main(["--data", "/no/such/claims.yaml"])
+    assert e.value.code != 0 and "/no/such/claims.yaml" in capsys.readouterr().err
+
+
 def test_every_shipped_real_dialogue_run_on_held_out_goals_is_in_the_sequence():
     """The level of the real-dialogue rows counts every run scored on the held-out goals: a shipped
     folder with RL arms evaluated there and missing from the data file's list fails."""

@@ -64,8 +64,8 @@ def _runs_table(data: dict, root: Path) -> list[str]:
     lines = ["| folder | role | decision | design | commit |", "|---|---|---|---|---|"]
     for r in data["real_dialogue"]["runs"]:
         cfg = root / r["folder"] / "config.json"
-        env = json.loads(cfg.read_text(encoding="utf-8")).get("environment") or {} if cfg.is_file() else {}
-        commit = (env.get("git_commit") or "")[:10] or "not recorded"
+        saved = json.loads(cfg.read_text(encoding="utf-8")) if cfg.is_file() else {}
+        commit = ((saved.get("environment") or {}).get("git_commit") or "")[:10] or "not recorded"
         lines.append(f"| `{r['folder']}` | {r['role']} | {r['decision']} | {_cell(r['design'])} | {commit} |")
     return lines
 
