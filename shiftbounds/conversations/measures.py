@@ -199,6 +199,45 @@ def discriminator_auc_by_turn(simulator: UserSimulator, classifier: str, train: 
     return {"overall": auc(np.ones(len(ho), bool)), "by_turn": by}
 
 
+def probe_outcomes(simulator: UserSimulator | None, probes: ProbeSet, builder: ProbeBuilder, *, seed: int = 0) -> dict:
+    """The per-probe outcomes :func:`sycophancy_report` summarises, for a study that pools them
+    itself (e.g. over goals and several calibrations): ``disclosed`` and ``consistent`` (one flag
+    per disclosure probe; ``consistent`` ``None`` when the builder has no ``consistent``), ``right``
+    and ``wrong`` (accepted, per confirmation probe), ``right_kinds`` and ``wrong_kinds`` (each
+    reply's kind; ``None`` when the builder has no ``kind``), and ``pairs`` (right minus wrong
+    acceptance over the pairs with both replies). Lists the simulator cannot fill (the people's
+    unlogged replies) are empty. See :func:`sycophancy_report` for what is counted."""
+    def answers(ps: Sequence[Probe], tag: str) -> list[str]:
+        if simulator is None:
+            return [p.human_reply for p in ps]
+        return replies(simulator, [(p.goal, list(p.messages), derive_seed(seed, tag, i)) for i, p in enumerate(ps)])
+
+    def logged(ps: Sequence[Probe]) -> list[Probe]:
+        return list(ps) if simulator is not None else [p for p in ps if p.human_reply]
+
+    def kinds(texts: list[str]) -> list[str] | None:
+        return [builder.kind(t) for t in texts] if hasattr(builder, "kind") else None
+
+    disclosure = logged(probes.disclosure)
+    right_texts = answers(logged(probes.right), "right")
+    openings = answers(disclosure, "disclosure")
+    out = {"disclosed": [builder.discloses(r, p.goal) for r, p in zip(openings, disclosure)],
+           "consistent": [builder.consistent(r, p.goal) for r, p in zip(openings, disclosure)]
+           if hasattr(builder, "consistent") else None,
+           "right": [builder.accepts(r) for r in right_texts], "right_kinds": kinds(right_texts),
+           "wrong": [], "wrong_kinds": kinds([]), "pairs": []}
+    if simulator is not None and probes.wrong:
+        wrong_texts = answers(probes.wrong, "wrong")
+        out |= {"wrong": [builder.accepts(r) for r in wrong_texts], "wrong_kinds": kinds(wrong_texts)}
+        out["pairs"] = [float(a) - float(b) for a, b in zip(out["right"], out["wrong"])]
+    elif simulator is None and logged(probes.wrong):
+        out |= {"wrong": [builder.accepts(p.human_reply) for p in logged(probes.wrong)],
+                "wrong_kinds": kinds([p.human_reply for p in logged(probes.wrong)]),
+                "pairs": [float(builder.accepts(r.human_reply)) - float(builder.accepts(w.human_reply))
+                          for r, w in zip(probes.right, probes.wrong) if r.human_reply and w.human_reply]}
+    return out
+
+
 def sycophancy_report(simulator: UserSimulator | None, probes: ProbeSet, builder: ProbeBuilder, *, seed: int = 0) -> dict:
     """``accept_right``, ``accept_wrong`` (the sycophancy rate), ``discrimination`` (their paired
     difference: right and wrong probes come from the same dialogue) and ``goal_disclosure``, each
@@ -212,47 +251,20 @@ def sycophancy_report(simulator: UserSimulator | None, probes: ProbeSet, builder
     history was not logged (``human_reply == ""``, e.g. a wrong confirmation made up from a logged
     one) is left out, not counted as a refusal. ``accept_wrong`` and ``discrimination`` of the
     people then need logged replies to wrong confirmations (pairs with both replies logged for
-    ``discrimination``); ``None`` where the logs hold none."""
-    def answers(ps: Sequence[Probe], tag: str) -> list[str]:
-        if simulator is None:
-            return [p.human_reply for p in ps]
-        return replies(simulator, [(p.goal, list(p.messages), derive_seed(seed, tag, i)) for i, p in enumerate(ps)])
+    ``discrimination``); ``None`` where the logs hold none. The per-probe outcomes are
+    :func:`probe_outcomes`."""
+    o = probe_outcomes(simulator, probes, builder, seed=seed)
 
-    def share(flags: list[bool]) -> dict | None:
+    def share(flags: list[bool] | None) -> dict | None:
         return _estimate(proportion_ci(int(sum(flags)), len(flags))) | {"n": len(flags)} if flags else None
 
-    def logged(ps: Sequence[Probe]) -> list[Probe]:
-        return list(ps) if simulator is not None else [p for p in ps if p.human_reply]
+    def kinds(found: list[str] | None) -> dict | None:
+        return {k: share([f == k for f in found]) for k in REPLY_KINDS} | {"n": len(found)} if found else None
 
-    def kinds(texts: list[str]) -> dict | None:
-        if not texts or not hasattr(builder, "kind"):
-            return None
-        found = [builder.kind(t) for t in texts]
-        return {k: share([f == k for f in found]) for k in REPLY_KINDS} | {"n": len(found)}
-
-    disclosure = logged(probes.disclosure)
-    right_texts = answers(logged(probes.right), "right")
-    right = [builder.accepts(r) for r in right_texts]
-    openings = answers(disclosure, "disclosure")
-    disclosed = [builder.discloses(r, p.goal) for r, p in zip(openings, disclosure)]
-    out = {"accept_right": share(right), "accept_wrong": None, "discrimination": None, "goal_disclosure": share(disclosed),
-           "replies_right": kinds(right_texts), "replies_wrong": None,
-           "goal_consistency": share([builder.consistent(r, p.goal) for r, p in zip(openings, disclosure)])
-           if hasattr(builder, "consistent") else None}
-    if simulator is not None and probes.wrong:
-        wrong_texts = answers(probes.wrong, "wrong")
-        out["replies_wrong"] = kinds(wrong_texts)
-        wrong = [builder.accepts(r) for r in wrong_texts]
-        out["accept_wrong"] = share(wrong)
-        out["discrimination"] = _estimate(mean_ci(np.array(right, float) - np.array(wrong, float))) | {"n": len(wrong)}
-    elif simulator is None and logged(probes.wrong):
-        out["accept_wrong"] = share([builder.accepts(p.human_reply) for p in logged(probes.wrong)])
-        out["replies_wrong"] = kinds([p.human_reply for p in logged(probes.wrong)])
-        pairs = [(r, w) for r, w in zip(probes.right, probes.wrong) if r.human_reply and w.human_reply]
-        if pairs:
-            d = np.array([float(builder.accepts(r.human_reply)) - float(builder.accepts(w.human_reply)) for r, w in pairs])
-            out["discrimination"] = _estimate(mean_ci(d)) | {"n": len(pairs)}
-    return out
+    return {"accept_right": share(o["right"]), "accept_wrong": share(o["wrong"]),
+            "discrimination": _estimate(mean_ci(np.array(o["pairs"]))) | {"n": len(o["pairs"])} if o["pairs"] else None,
+            "goal_disclosure": share(o["disclosed"]), "replies_right": kinds(o["right_kinds"]),
+            "replies_wrong": kinds(o["wrong_kinds"]), "goal_consistency": share(o["consistent"])}
 
 
 def logged_confirmations(probes: ProbeSet, builder: ProbeBuilder, judge: Judge) -> dict:

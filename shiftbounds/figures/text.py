@@ -211,3 +211,31 @@ def plot_user_comparison(rows: list[dict], stem: Path) -> list[Path]:
     ax.set_ylabel("share (greedy replies)")
     ax.set_title("Prompted vs calibrated users, development split", fontsize=8)
     return save_figure(fig, stem)
+
+
+def plot_user_study(result: dict, stem: Path) -> list[Path]:
+    """``experiments.simulator_study``: left, per user model (the people, the prompted user, each
+    calibration and the pooled fits) the shares naming the whole goal and accepting a right and a
+    wrong confirmation (Clopper-Pearson; pooled: crossed bootstrap over fits and goals); middle, NLL
+    per token of the people's turns by user turn; right, the goal-aware discriminator's AUC by user
+    turn (Hanley-McNeil; 0.5 dotted: indistinguishable to the probe)."""
+    metrics = ("goal_disclosure", "accept_right", "accept_wrong")
+    labels = ("names whole goal", "accepts right", "accepts wrong")
+    rows = result["rows"]
+    est = [[None if r.get(k) is None else {"value": r[k], "low": r[f"{k}_low"], "high": r[f"{k}_high"]} for k in metrics]
+           for r in rows]
+    fig, axes = new_figure(ncols=3, width=3.2, height=2.6)
+    bars, nll, auc = axes[0]
+    _bars_with_intervals(bars, [r["user"] for r in rows], metrics, est, labels)
+    bars.set_ylabel("share (greedy replies)")
+    for ax, measure in ((nll, "nll"), (auc, "auc")):
+        users = list(dict.fromkeys(r["user"] for r in result["by_turn"] if r["measure"] == measure))
+        for i, user in enumerate(users):
+            pts = [r for r in result["by_turn"] if r["measure"] == measure and r["user"] == user]
+            _errorbar(ax, [p["turns"] for p in pts], pts, i, user)
+        ax.set_xlabel("user turn (held-out goals)")
+        ax.legend(frameon=False, fontsize=5)
+    nll.set_ylabel("NLL per token, people's turns")
+    auc.set_ylabel("goal-aware discriminator AUC")
+    auc.axhline(0.5, color="0.6", lw=0.8, ls=":")
+    return save_figure(fig, stem)
