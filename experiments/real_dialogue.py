@@ -602,7 +602,7 @@ def comparisons(arms: Sequence[str], against: Sequence[str] = ()) -> list[tuple[
 
 def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, training: list[dict] | None = None,
               curves: dict | None = None, checkpoints: dict | None = None) -> dict:
-    """Success per arm and evaluation user (mean over seeds, 95 % t-interval), the sim-to-real gaps
+    """Success per arm and evaluation user (mean over seeds, 95 % t-interval cut to [0, 1]), the sim-to-real gaps
     (success against the training simulator minus against the held-out and against the independent
     user model, paired by seed),
     and per-seed paired differences: every RL arm against the SFT agent, Calibrated Interactive RL
@@ -621,7 +621,8 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
         for user in users:
             e = mean_ci(np.array([by[arm, s][user]["mean"] for s in cfg.seeds]))
             row[user] = e.value
-            row[f"{user} 95% CI"] = "constant" if e.low == e.high else f"[{e.low:.3f}, {e.high:.3f}]"  # one agent in every seed
+            # one agent in every seed: constant; a success rate's t-interval cut to [0, 1], where the rate lies (coverage kept)
+            row[f"{user} 95% CI"] = "constant" if e.low == e.high else f"[{max(e.low, 0.0):.3f}, {min(e.high, 1.0):.3f}]"
         sim = ARMS.get(arm, (None, None))[1]
         if sim:
             vs_sim = np.array([by[arm, s][sim]["mean"] for s in cfg.seeds])
