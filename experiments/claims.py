@@ -29,6 +29,7 @@ from shiftbounds.utils.io import atomic_write_text
 
 DATA = Path(__file__).with_name("claims.yaml")
 MODADD = "results/modadd/cpu"
+SIMULATORS = "results/simulator_study/smollm2"
 
 
 def disagreements(root: Path, data: dict) -> list[str]:
@@ -42,6 +43,7 @@ def disagreements(root: Path, data: dict) -> list[str]:
             out += check.dialogue_paired(root, run["folder"]) + check.dialogue_goals(root, run["folder"])
     threshold = json.loads((root / MODADD / "config.json").read_text(encoding="utf-8"))["config"]["solve_threshold"]
     out += check.modadd_mcnemar(root, MODADD, threshold)
+    out += check.simulator_paired(root, SIMULATORS)
     saved = load_config_file(root / NOISY / "config.json", noisy_expert.NoisyExpertConfig)
     cfg = noisy_expert.NoisyExpertConfig(**{**saved, "out_dir": str(root / NOISY)})
     again = noisy_expert.analyse(cfg, noisy_expert.load_chains(cfg))

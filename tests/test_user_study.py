@@ -20,6 +20,8 @@ from shiftbounds.conversations.user_study import (
     probe_discriminator,
     real_features,
 )
+from shiftbounds.ledger import check
+from shiftbounds.ledger.decide import Context, simulator_paired
 from shiftbounds.utils.stats import crossed_bootstrap_ci
 
 
@@ -111,3 +113,11 @@ def test_smoke_outputs_rows_and_resume(tmp_path):
     assert (out / "stages" / "calibrated_0" / "model.safetensors").stat().st_mtime_ns == stamp
     with pytest.raises(SystemExit):
         simulator_study.main([*args, "--fits", "0"])
+    # the ledger decides from paired.csv and its check recomputes each mean from the per-unit stage files
+    ctx = Context(tmp_path, 0.05, 0.005, {})
+    verdict = simulator_paired({"folder": "run", "measure": "nll", "direction": "<"}, ctx)
+    assert verdict.verdict in ("supported", "contradicted", "not significant") and "2 fits" in verdict.number
+    assert check.simulator_paired(tmp_path, "run") == []
+    nll = out / "stages" / "nll_prompted.json"
+    nll.write_text(json.dumps([v + 0.5 for v in json.loads(nll.read_text())]))
+    assert any("nll" in d for d in check.simulator_paired(tmp_path, "run"))

@@ -121,6 +121,32 @@ def modadd_mcnemar(root: Path, folder: str, threshold: float, alpha: float = 0.0
     return out
 
 
+def simulator_paired(root: Path, folder: str) -> list[str]:
+    """``experiments.simulator_study``'s ``paired.csv`` means against its per-unit stage files
+    (``stages/outcomes_*``, ``nll_*``, ``disc_*``: each user model's outcome per goal, turn and
+    held-out history): calibrated (pooled over fits) minus prompted, unit by unit. Nothing to check
+    where the study is not shipped."""
+    if not (root / folder / "paired.csv").is_file():
+        return []
+    stages = root / folder / "stages"
+    load = lambda name: json.loads((stages / f"{name}.json").read_text(encoding="utf-8"))  # noqa: E731
+    units = {"goal_disclosure": ("outcomes", "disclosed"), "accept_right": ("outcomes", "right"), "accept_wrong": ("outcomes", "wrong"),
+             "nll": ("nll", None), "discriminator_wins": ("disc", "per_history")}
+
+    def values(user: str, measure: str) -> np.ndarray:
+        stage, key = units[measure]
+        v = load(f"{stage}_{user}")
+        return np.asarray(v if key is None else v[key], float)
+
+    out = []
+    for r in sources.read_csv(root / folder / "paired.csv"):
+        fits = [values(f"calibrated_{k}", r["measure"]) for k in range(int(r["fits"]))]
+        d = np.mean(fits, axis=0) - values("prompted", r["measure"])
+        if _differs(r["mean"], float(d.mean())) or int(r["units"]) != d.size:
+            out.append(f"{folder}/paired.csv: {r['measure']}: shipped mean {r['mean']} over {r['units']}, recomputed {d.mean()!r} over {d.size}")
+    return out
+
+
 def same_table(where: str, shipped: list[dict], recomputed: list[dict]) -> list[str]:
     """Every cell of a shipped CSV table against a recomputed one (numbers to :data:`REL`, text exactly)."""
     if len(shipped) != len(recomputed):

@@ -343,8 +343,26 @@ def mcnemar(claim: dict, ctx: Context) -> Verdict:
                    f"with that few discordant pairs no split reaches {ctx.alpha}; solve = chain exact match >= {threshold:g}")
 
 
+# ----------------------------------------------------------------------------- user simulators
+def simulator_paired(claim: dict, ctx: Context) -> Verdict:
+    """Calibrated minus prompted user models on the same held-out units (``experiments.simulator_study``):
+    decided by the study's stated rule, its crossed bootstrap interval over fits and units (at the
+    study's level, Bonferroni over its measures) excluding 0 on the claimed side (``direction``)."""
+    path = ctx.root / claim["folder"] / "paired.csv"
+    if not path.is_file():
+        return Verdict("untested", "", f"{claim['folder']} is not shipped")
+    r = next(r for r in sources.read_csv(path) if r["measure"] == claim["measure"])
+    mean, low, high, fits = float(r["mean"]), float(r["low"]), float(r["high"]), int(r["fits"])
+    side = ">" if low > 0 else "<" if high < 0 else None
+    verdict = "not significant" if side is None else "supported" if side == claim["direction"] else "contradicted"
+    return Verdict(verdict, f"calibrated - prompted {claim['measure']} {mean:+.3f} [{low:+.3f}, {high:+.3f}] over {fits} fits and "
+                            f"{r['units']} units",
+                   f"crossed bootstrap over fits and units at {float(r['level']):.2f} (0.05 over the study's measures, Bonferroni); "
+                   f"an exact sign-flip over the {fits} fits alone could reach p {2 / 2 ** fits:.2f} at best")
+
+
 KINDS: dict[str, Callable[[dict, Context], Verdict]] = {
     f.__name__: f for f in (bound_holds, slope, pipeline_ordering, pipeline_sim_gap, headroom, sweep_growth, dialogue_ordering,
                             dialogue_sim_gap, dialogue_curve, bc_rate, nail_polynomial, crossover_exists, crossover_predicted,
-                            sample_size, mcnemar)}
+                            sample_size, mcnemar, simulator_paired)}
 """Every kind of claim the data file may name, by name."""
