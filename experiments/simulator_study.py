@@ -29,7 +29,7 @@ stages under ``stages/``, so a stopped run resumes where it stopped.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from shiftbounds.conversations.calibration import RECIPES, CalibrationConfig, calibrate
@@ -84,6 +84,14 @@ PRESETS = {"default": {}, "smoke": {"n_probe": 4, "n_disc_train": 6, "n_disc_hel
                                     "batch": 2, "max_new": 4, "max_length": 256}}
 
 
+def fit_folder(cfg: StudyConfig, train: list, stages: StageCache, k: int) -> Path:
+    """Calibration ``k``: the base calibrated on its own random ``--subset`` of ``train`` with its own seed (a stage)."""
+    pick = sorted(numpy_rng(cfg.seed, "calibration subset", k).choice(len(train), max(1, round(cfg.subset * len(train))), replace=False))
+    fit = CalibrationConfig(steps=cfg.steps, batch=cfg.batch, lr=cfg.lr, max_length=cfg.max_length, recipe=cfg.recipe,
+                            seed=trainer_seed(cfg.seed, "calibration", k))
+    return stages.folder_stage(f"calibrated_{k}", lambda f: calibrate([train[j] for j in pick], cfg.base_model, f, fit))
+
+
 def run(cfg: StudyConfig) -> dict:
     out = Path(cfg.out_dir)
     guard_resume(out, cfg)
@@ -91,15 +99,8 @@ def run(cfg: StudyConfig) -> dict:
     train, dev, held = data["tm4"]
     builder, probes = calibration_probes(data["tm4_raw"], held, cfg.n_probe, cfg.seed)
     stages, prog = StageCache(out / "stages"), Progress(cfg.fits + 1, "simulator_study")
-    ccfg = CalibrationConfig(steps=cfg.steps, batch=cfg.batch, lr=cfg.lr, max_length=cfg.max_length, recipe=cfg.recipe)
     prompted = LMUser.from_pretrained(cfg.base_model, persona=cfg.persona, max_new_tokens=cfg.max_new, temperature=0.0)
-
-    def fitted(k: int) -> LMUser:
-        pick = numpy_rng(cfg.seed, "calibration subset", k).choice(len(train), max(1, round(cfg.subset * len(train))), replace=False)
-        fit = replace(ccfg, seed=trainer_seed(cfg.seed, "calibration", k))
-        folder = stages.folder_stage(f"calibrated_{k}", lambda f: calibrate([train[j] for j in sorted(pick)], cfg.base_model, f, fit))
-        return LMUser.from_pretrained(folder, max_new_tokens=cfg.max_new, temperature=0.0)
-
+    fitted = lambda k: LMUser.from_pretrained(fit_folder(cfg, train, stages, k), max_new_tokens=cfg.max_new, temperature=0.0)  # noqa: E731
     result = study_users(load_chat_model(cfg.base_model), prompted, [lambda k=k: fitted(k) for k in range(cfg.fits)], probes, builder, nll_turns=user_turns(held[: cfg.n_probe]),
                          disc_train=user_turns(dev[: cfg.n_disc_train], after_agent=True),
                          disc_held=user_turns(held[: cfg.n_disc_held], after_agent=True), stages=stages, seed=cfg.seed, progress=prog)

@@ -94,6 +94,10 @@ def claims_md(data: dict, rows: list[dict], root: Path) -> str:
              "interval's side of the threshold. Censored values (`never`, `> 64`) decide only by the one-sided rule stated "
              "in the row, else they are undecided.",
              "* **Curves rise**: an exact sign-flip test over the seeds' fitted rises (no vote counting).",
+             "* **User simulators** (calibrated minus prompted, `experiments.simulator_study`): the study's rule, stated "
+             "before it ran: a crossed bootstrap interval over the calibrations and the held-out units at 99 % (0.05 over "
+             "its five measures, Bonferroni) excluding 0. With three calibrations an exact test over the fits alone could "
+             "never reject (best p 0.25), which the row says.",
              f"* **`uninformative`**: the test could not have reached even the family's level {ctx.alpha} (the most "
              "lenient bar Holm can give a member) for any outcome of the data that can still vary: the signs of the paired "
              "differences given their sizes (smallest attainable p = 2 / 2^n without ties), or the split of McNemar's "
