@@ -39,7 +39,7 @@ from shiftbounds.conversations.simulators import LMUser
 from shiftbounds.conversations.taskmaster import CUSTOMER_PERSONA
 from shiftbounds.conversations.taskmaster_study import calibration_probes
 from shiftbounds.conversations.tasks import load_taskmaster
-from shiftbounds.conversations.user_study import study_users
+from shiftbounds.conversations.user_study import UserBench, study_users
 from shiftbounds.figures.text import plot_user_study
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
@@ -84,6 +84,22 @@ PRESETS = {"default": {}, "smoke": {"n_probe": 4, "n_disc_train": 6, "n_disc_hel
                                     "batch": 2, "max_new": 4, "max_length": 256}}
 
 
+def setup(cfg: StudyConfig) -> tuple[UserBench, list, StageCache]:
+    """The bench every user model is measured on, the train split and the run's stages."""
+    data = load_taskmaster(cfg.data_dir or None, None, None, rng=numpy_rng(cfg.seed, "split"))
+    train, dev, held = data["tm4"]
+    builder, probes = calibration_probes(data["tm4_raw"], held, cfg.n_probe, cfg.seed)
+    bench = UserBench(load_chat_model(cfg.base_model), probes, builder, nll_turns=user_turns(held[: cfg.n_probe]),
+                      disc_train=user_turns(dev[: cfg.n_disc_train], after_agent=True),
+                      disc_held=user_turns(held[: cfg.n_disc_held], after_agent=True), seed=cfg.seed)
+    return bench, train, StageCache(Path(cfg.out_dir) / "stages")
+
+
+def fitted(cfg: StudyConfig, train: list, stages: StageCache, k: int) -> LMUser:
+    """Calibration ``k`` as a greedy user model."""
+    return LMUser.from_pretrained(fit_folder(cfg, train, stages, k), max_new_tokens=cfg.max_new, temperature=0.0)
+
+
 def fit_folder(cfg: StudyConfig, train: list, stages: StageCache, k: int) -> Path:
     """Calibration ``k``: the base calibrated on its own random ``--subset`` of ``train`` with its own seed (a stage)."""
     pick = sorted(numpy_rng(cfg.seed, "calibration subset", k).choice(len(train), max(1, round(cfg.subset * len(train))), replace=False))
@@ -95,15 +111,10 @@ def fit_folder(cfg: StudyConfig, train: list, stages: StageCache, k: int) -> Pat
 def run(cfg: StudyConfig) -> dict:
     out = Path(cfg.out_dir)
     guard_resume(out, cfg)
-    data = load_taskmaster(cfg.data_dir or None, None, None, rng=numpy_rng(cfg.seed, "split"))
-    train, dev, held = data["tm4"]
-    builder, probes = calibration_probes(data["tm4_raw"], held, cfg.n_probe, cfg.seed)
-    stages, prog = StageCache(out / "stages"), Progress(cfg.fits + 1, "simulator_study")
+    bench, train, stages = setup(cfg)
+    prog = Progress(cfg.fits + 1, "simulator_study")
     prompted = LMUser.from_pretrained(cfg.base_model, persona=cfg.persona, max_new_tokens=cfg.max_new, temperature=0.0)
-    fitted = lambda k: LMUser.from_pretrained(fit_folder(cfg, train, stages, k), max_new_tokens=cfg.max_new, temperature=0.0)  # noqa: E731
-    result = study_users(load_chat_model(cfg.base_model), prompted, [lambda k=k: fitted(k) for k in range(cfg.fits)], probes, builder, nll_turns=user_turns(held[: cfg.n_probe]),
-                         disc_train=user_turns(dev[: cfg.n_disc_train], after_agent=True),
-                         disc_held=user_turns(held[: cfg.n_disc_held], after_agent=True), stages=stages, seed=cfg.seed, progress=prog)
+    result = study_users(bench, prompted, [lambda k=k: fitted(cfg, train, stages, k) for k in range(cfg.fits)], stages=stages, progress=prog)
     write_json(out / "study.json", {"config": asdict(cfg)} | result)
     for name in ("rows", "by_turn", "paired"):
         write_csv(out / f"{'users' if name == 'rows' else name}.csv", result[name])

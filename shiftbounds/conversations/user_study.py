@@ -20,6 +20,7 @@ the prompted user on the same goals.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -212,33 +213,54 @@ def _nll_by_bucket(x: np.ndarray, buckets: Sequence[str], *, rng: np.random.Gene
             for k in dict.fromkeys(b.tolist()) if (b == k).sum() >= 2}
 
 
-def study_users(base: tuple, prompted: UserSimulator, calibrated: Sequence[Callable[[], UserSimulator]], probes, builder, *,
-                nll_turns: Sequence[UserTurn], disc_train: Sequence[UserTurn], disc_held: Sequence[UserTurn],
-                stages, seed: int, progress=None) -> dict:
-    """Measure the people, the ``prompted`` user and each ``calibrated`` fit (made by its factory, called
-    after the prompted user is measured, so a long fit comes after the quick check) on the same held-out
-    histories (``probes``; the people's user turns ``nll_turns``; the discriminator trained on
-    ``disc_train``'s histories and scored on ``disc_held``'s), every user model's results cached as
-    ``stages`` (a :class:`~shiftbounds.utils.stages.StageCache`). ``base``: the ``(model,
-    tokenizer)`` whose frozen features the discriminator reads. Returns ``rows`` (one per user model
-    and the pooled fits; the pooled row's ``auc_low`` / ``auc_high`` are the fits' smallest and
-    largest AUC, not an interval), ``by_turn`` (NLL and AUC by turn bucket) and ``paired`` (calibrated minus
-    prompted on the same units)."""
-    model, tok = base
-    buckets_nll, buckets_disc = turn_buckets(nll_turns), turn_buckets(disc_held)
-    real = {}
+@dataclass(frozen=True)
+class UserBench:
+    """What every user model is measured on: the held-out ``probes`` (with their ``builder``), the
+    people's user turns ``nll_turns``, the discriminator's training histories ``disc_train`` and
+    scored histories ``disc_held``, the ``(model, tokenizer)`` ``base`` whose frozen features the
+    discriminator reads, and the ``seed`` of every draw."""
 
-    def reals():
-        if not real:
-            real.update(train=real_features(model, tok, disc_train), held=real_features(model, tok, disc_held))
-        return real
+    base: tuple
+    probes: Any
+    builder: Any
+    nll_turns: Sequence[UserTurn]
+    disc_train: Sequence[UserTurn]
+    disc_held: Sequence[UserTurn]
+    seed: int
+    _real: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def real(self) -> dict:
+        """The people's replies' features (computed once)."""
+        if not self._real:
+            model, tok = self.base
+            self._real.update(train=real_features(model, tok, self.disc_train), held=real_features(model, tok, self.disc_held))
+        return self._real
+
+    def measure(self, name: str, user: UserSimulator, stages) -> dict:
+        """``user``'s probe outcomes, per-turn NLL and discriminator results, each a stage named after ``name``."""
+        model, tok = self.base
+        fake = lambda turns, tag: fake_features(user, model, tok, turns, seed=self.seed, tag=tag)  # noqa: E731
+        return {"outcomes": stages.json(f"outcomes_{name}", lambda: probe_outcomes(user, self.probes, self.builder,
+                                                                                   seed=derive_seed(self.seed, "probes"))),
+                "nll": stages.json(f"nll_{name}", lambda: user_turn_nll(user.model, user.tokenizer, self.nll_turns,
+                                                                        persona=user.persona).tolist()),
+                "disc": stages.json(f"disc_{name}", lambda: probe_discriminator(
+                    self.real()["train"], fake(self.disc_train, "disc_train"), self.real()["held"], fake(self.disc_held, "disc_held"),
+                    turn_buckets(self.disc_held)))}
+
+
+def study_users(bench: UserBench, prompted: UserSimulator, calibrated: Sequence[Callable[[], UserSimulator]], *,
+                stages, progress=None) -> dict:
+    """Measure the people, the ``prompted`` user and each ``calibrated`` fit (made by its factory, called
+    after the prompted user is measured, so a long fit comes after the quick check) on ``bench``,
+    every user model's results cached as ``stages`` (a :class:`~shiftbounds.utils.stages.StageCache`).
+    Returns ``rows`` (one per user model and the pooled fits; the pooled row's ``auc_low`` /
+    ``auc_high`` are the fits' smallest and largest AUC, not an interval), ``by_turn`` (NLL and AUC
+    by turn bucket) and ``paired`` (calibrated minus prompted on the same units)."""
+    probes, builder, seed, buckets_nll = bench.probes, bench.builder, bench.seed, turn_buckets(bench.nll_turns)
 
     def measure(name: str, user: UserSimulator) -> dict:
-        out = {"outcomes": stages.json(f"outcomes_{name}", lambda: probe_outcomes(user, probes, builder, seed=derive_seed(seed, "probes"))),
-               "nll": stages.json(f"nll_{name}", lambda: user_turn_nll(user.model, user.tokenizer, nll_turns, persona=user.persona).tolist()),
-               "disc": stages.json(f"disc_{name}", lambda: probe_discriminator(
-                   reals()["train"], fake_features(user, model, tok, disc_train, seed=seed, tag="disc_train"),
-                   reals()["held"], fake_features(user, model, tok, disc_held, seed=seed, tag="disc_held"), buckets_disc))}
+        out = bench.measure(name, user, stages)
         if progress is not None:
             progress.update(note=f"{name}: AUC {out['disc']['overall']['value']:.3f}")
         return out
