@@ -4,15 +4,10 @@
 
 For each instance family and horizon ``H`` it draws ``n_instances`` instances with per-turn
 error about ``eps`` (policy families) or ``delta`` (simulator families), computes the exact return
-gap and the bound, and fits ``log gap`` against ``log H`` with a bootstrap CI. In the regime
-``eps H << 1`` the bound grows like ``H^2``; whether the *gap* does depends on the family:
-
-* ``cliff`` / ``sim-cliff`` (docs/theory.md §2 tightness): the gap is the bound to first order;
-* ``absorbing`` / ``absorbing-sim``: random dialogue MDPs where a deviation (a risky action, a
-  user who drops out) leads to an absorbing failure: quadratic, like the cliff;
-* ``mixing`` / ``mixing-sim``: plain random kernels forget deviations, so the gap grows
-  sub-quadratically (it can even cancel across turns) and the quadratic bound is loose there
-  (reported, not hidden).
+gap and the bound (:mod:`shiftbounds.bound_sweep`), and fits ``log gap`` against ``log H`` with a
+bootstrap CI. In the regime ``eps H << 1`` the bound grows like ``H^2``; whether the *gap* does
+depends on the family (cliff and absorbing families: quadratic; mixing families: sub-quadratic, the
+bound loose there, reported, not hidden).
 
 Writes ``table.csv``, ``table.md``, ``results.json`` and ``bound_check.{png,pdf}`` under
 ``--out-dir``.
@@ -24,20 +19,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TextIO
 
-import numpy as np
-
-from shiftbounds import constructions as C
+from shiftbounds.bound_sweep import FAMILIES, QUADRATIC_FAMILIES, cliff_ratios, gaps_and_bounds
 from shiftbounds.figures import plot_bound_check
-from shiftbounds.shift import policy_shift, simulator_shift
-from shiftbounds.tabular import mixture_policy
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import numpy_rng
 from shiftbounds.utils.stats import loglog_slope
-
-FAMILIES = ("cliff", "sim-cliff", "absorbing", "absorbing-sim", "mixing", "mixing-sim")
-QUADRATIC_FAMILIES = ("cliff", "sim-cliff", "absorbing", "absorbing-sim")
 
 
 @dataclass(frozen=True)
@@ -80,58 +68,6 @@ PRESETS = {
 }
 
 
-def measure(family: str, H: int, cfg: BoundCheckConfig, *, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Absolute return gaps and their bounds (Theorem 1 or 2 right-hand sides), ``[n_instances]`` each."""
-    n, S, A = cfg.n_instances, cfg.n_states, cfg.n_actions
-    scale = rng.uniform(0.5, 1.5, size=n)  # per-instance error around cfg.eps
-    if family in ("cliff", "sim-cliff"):
-        gaps, bounds = np.empty(n), np.empty(n)
-        for i in range(n):
-            if family == "cliff":
-                c = C.cliff(H, cfg.eps * scale[i])
-                r = policy_shift(c.mdp, c.policy, c.data_policy)
-                gaps[i], bounds[i] = abs(r.return_gap), r.theorem1_rhs
-            else:
-                real, sim, pi = C.simulator_cliff(H, cfg.eps * scale[i])
-                r = simulator_shift(real, sim, pi)
-                gaps[i], bounds[i] = abs(r.return_gap), r.theorem2_rhs
-        return gaps, bounds
-    w = (cfg.eps * scale)[:, None, None, None]
-    if family == "absorbing":
-        mdp, data = C.absorbing_failure_mdp(H, S, A, rng=rng, batch=(n,))
-        risky = np.zeros_like(data)
-        risky[..., -1] = 1.0
-        r = policy_shift(mdp, mixture_policy(data, risky, w), data)
-        return np.abs(r.return_gap), r.theorem1_rhs
-    if family == "absorbing-sim":
-        sim, data = C.absorbing_failure_mdp(H, S, A, rng=rng, batch=(n,))
-        r = simulator_shift(C.user_dropout(sim, cfg.eps * scale), sim, data)
-        return np.abs(r.return_gap), r.theorem2_rhs
-    mdp = C.random_mdp(H, S, A, rng=rng, batch=(n,))
-    data = C.random_policy(H, S, A, rng=rng, batch=(n,))
-    if family == "mixing":
-        other = C.random_policy(H, S, A, rng=rng, batch=(n,), kind="deterministic")
-        r = policy_shift(mdp, mixture_policy(data, other, w), data)
-        return np.abs(r.return_gap), r.theorem1_rhs
-    # mixing-sim: the simulator errs by about eps per turn on every (s, a)
-    other = C.random_distributions((n, H, S, A), S, rng=rng, kind="deterministic")
-    T = (1 - w[..., None]) * mdp.transitions + w[..., None] * other
-    r = simulator_shift(mdp, type(mdp)(T, mdp.rewards, mdp.initial), data)
-    return np.abs(r.return_gap), r.theorem2_rhs
-
-
-def cliff_ratios(cfg: BoundCheckConfig) -> list[dict]:
-    """Gap / Theorem-1 bound on the cliff for each ``eps*H`` (at ``H = max(horizons)``)."""
-    H = max(cfg.horizons)
-    rows = []
-    for eh in cfg.cliff_eps_H:
-        c = C.cliff(H, eh / H)
-        r = policy_shift(c.mdp, c.policy, c.data_policy)
-        rows.append({"eps_H": eh, "H": H, "gap": abs(float(r.return_gap)), "bound": float(r.theorem1_rhs),
-                     "ratio": abs(float(r.return_gap)) / float(r.theorem1_rhs)})
-    return rows
-
-
 def run(cfg: BoundCheckConfig, stream: TextIO | None = None) -> dict:
     """Run the sweep, write every output, and return the results dict."""
     rng = numpy_rng(cfg.seed)
@@ -142,7 +78,7 @@ def run(cfg: BoundCheckConfig, stream: TextIO | None = None) -> dict:
     for family in cfg.families:
         all_H, all_gap, all_bound = [], [], []
         for H in cfg.horizons:
-            gaps, bounds = measure(family, H, cfg, rng=rng)
+            gaps, bounds = gaps_and_bounds(family, H, cfg.eps, cfg.n_instances, cfg.n_states, cfg.n_actions, rng=rng)
             assert (gaps <= bounds + 1e-9).all(), f"bound violated in {family} at H={H}"
             all_H += [H] * gaps.size
             all_gap += list(gaps)
@@ -155,7 +91,7 @@ def run(cfg: BoundCheckConfig, stream: TextIO | None = None) -> dict:
         slopes.append({"family": family, "kind": "simulator" if "sim" in family else "policy",
                        "gap_slope": g.value, "gap_slope_low": g.low, "gap_slope_high": g.high,
                        "bound_slope": b.value, "quadratic_family": family in QUADRATIC_FAMILIES})
-    ratios = cliff_ratios(cfg)
+    ratios = cliff_ratios(cfg.cliff_eps_H, max(cfg.horizons))
     results = {"config": asdict(cfg), "eps": cfg.eps, "rows": rows, "slopes": slopes, "cliff_ratios": ratios}
     write_csv(out / "table.csv", rows)
     write_csv(out / "slopes.csv", slopes)
