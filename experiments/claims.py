@@ -19,11 +19,11 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from experiments import noisy_expert
 from shiftbounds.ledger import check
 from shiftbounds.ledger.decide import MAIN, NOISY, REPEAT, SWEEP
 from shiftbounds.ledger.render import claims_md, ledger, load_claims, with_readme_block
 from shiftbounds.ledger.sources import read_csv
+from shiftbounds.noisy_expert import NoisyExpertConfig, analyse, load_chains
 from shiftbounds.utils.cli import load_config_file, parse_config
 from shiftbounds.utils.io import atomic_write_text
 
@@ -44,9 +44,9 @@ def disagreements(root: Path, data: dict) -> list[str]:
     threshold = json.loads((root / MODADD / "config.json").read_text(encoding="utf-8"))["config"]["solve_threshold"]
     out += check.modadd_mcnemar(root, MODADD, threshold)
     out += check.simulator_paired(root, SIMULATORS)
-    saved = load_config_file(root / NOISY / "config.json", noisy_expert.NoisyExpertConfig)
-    cfg = noisy_expert.NoisyExpertConfig(**{**saved, "out_dir": str(root / NOISY)})
-    again = noisy_expert.analyse(cfg, noisy_expert.load_chains(cfg))
+    saved = load_config_file(root / NOISY / "config.json", NoisyExpertConfig)
+    cfg = NoisyExpertConfig(**{**saved, "out_dir": str(root / NOISY)})
+    again = analyse(cfg, load_chains(cfg))
     for name, key in (("sample_complexity.csv", "rows"), ("growth.csv", "growth"), ("crossover.csv", "crossover")):
         out += check.same_table(f"{NOISY}/{name}", read_csv(root / NOISY / name), again[key])
     return out

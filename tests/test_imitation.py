@@ -7,6 +7,7 @@ import pytest
 from scipy.optimize import minimize
 
 from experiments import noisy_expert as ne
+from shiftbounds import noisy_expert as study
 from shiftbounds.imitation import (
     ConstantBetaSchedule,
     LearnerConfig,
@@ -114,15 +115,15 @@ def test_chain_stops_after_a_censored_median_and_resumes(tmp_path):
     """GIVEN a budget of one episode, which OPD cannot meet on the noisy lock WHEN a chain runs THEN
     only its first horizon is run (all over budget), the larger ones are recorded as not run and
     count as over budget, and a second call loads the saved chain instead of recomputing it."""
-    cfg = ne.NoisyExpertConfig(horizons=(4, 6, 8), fit_max_h=6, etas=(0.3,), methods=("opd",), seeds=3, budget=1,
+    cfg = study.NoisyExpertConfig(horizons=(4, 6, 8), fit_max_h=6, etas=(0.3,), methods=("opd",), seeds=3, budget=1,
                                out_dir=str(tmp_path))
-    chain = ne.run_chain(cfg, "lock", 0.3, "opd")
+    chain = study.run_chain(cfg, "lock", 0.3, "opd")
     assert chain["4"] == [np.inf] * 3 and chain["6"] is None and chain["8"] is None
-    assert np.isinf(ne.per_seed(chain, 8, 3)).all()
+    assert np.isinf(study.per_seed(chain, 8, 3)).all()
     saved = list((tmp_path / "chains").glob("*.json"))
     assert len(saved) == 1
     saved[0].write_text(saved[0].read_text().replace("null", "[1, 1, 1]", 1))
-    assert ne.run_chain(cfg, "lock", 0.3, "opd")["6"] == [1, 1, 1]  # loaded, not recomputed
+    assert study.run_chain(cfg, "lock", 0.3, "opd")["6"] == [1, 1, 1]  # loaded, not recomputed
 
 
 def test_rollout_draws_trajectories_with_their_exact_probabilities():
