@@ -7,6 +7,7 @@ import io
 import pytest
 
 from experiments import dialogue_regimes as dr
+from shiftbounds.dialogue.exact.regimes import check_bounds
 
 
 def test_smoke_writes_outputs_and_resumes(tmp_path):
@@ -30,7 +31,7 @@ def test_smoke_writes_outputs_and_resumes(tmp_path):
 
 def test_check_bounds_raises_on_violation():
     with pytest.raises(AssertionError, match=r"Delta_1 exceeds B_eps_1"):
-        dr.check_bounds("x", {"Delta": [0.0, 0.5], "B_eps": [0.0, 0.1]})
+        check_bounds("x", {"Delta": [0.0, 0.5], "B_eps": [0.0, 0.1]})
 
 
 @pytest.mark.parametrize("args, match", [
