@@ -15,6 +15,7 @@ checks it, so the import graph has no cycle and no arrow running back up):
 5. ``shiftbounds.dialogue`` — hidden-goal dialogue tasks, exact and neural views, paradigms;
    ``shiftbounds.bound_sweep`` — the bound check's instance families (exact gaps beside the bounds);
    ``shiftbounds.noisy_expert`` — the noisy-expert study's chains and their analysis;
+   ``shiftbounds.modadd_study`` — the modular-addition study's seeds, tables and report;
 6. ``shiftbounds.conversations`` — the one text path, on TRL: your own logs and Taskmaster-4/3
    (records, loaders, sampling, simulators, calibration, the paradigms, measures, classifiers);
 7. ``shiftbounds.distill`` — noisy-teacher distillation of language models (GSM8K) on TRL;

@@ -28,7 +28,7 @@ def _imports(path: Path) -> set[str]:
 
 
 LAYERS = ({"utils"}, {"tabular", "losses", "nn"}, {"theory", "constructions"}, {"shift", "imitation", "crossover", "modadd"},
-          {"dialogue", "bound_sweep", "noisy_expert"}, {"conversations"}, {"distill", "figures", "ledger"}, {"cli"})
+          {"dialogue", "bound_sweep", "noisy_expert", "modadd_study"}, {"conversations"}, {"distill", "figures", "ledger"}, {"cli"})
 
 
 def _unit(module: str) -> str:

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from experiments import modadd as exp
+from shiftbounds import modadd_study as study
 from shiftbounds.modadd import (
     ModAddTask,
     StudentConfig,
@@ -156,12 +157,12 @@ def test_smoke_entry_point_runs_and_resumes(tmp_path, capsys):
     assert {p["difference"] for p in res["paired"]} == {"nail-F - bc"} and len(res["paired"]) == 2 * len(cells)
     for name in ("results.md", "runs.csv", "paired.csv", "solves.csv", "mcnemar.csv", "results.json", "modadd.png", "modadd.pdf"):
         assert (out / name).exists()
-    methods = [r for r in res["solves"] if r["method"] != exp.WARM_ROW]
+    methods = [r for r in res["solves"] if r["method"] != study.WARM_ROW]
     assert len(methods) == len(res["rows"]) and {t["difference"] for t in res["mcnemar"]} == {"nail-F - bc"}
-    assert len([r for r in res["solves"] if r["method"] == exp.WARM_ROW]) == len([c for c in cells if c[3] > 0])
+    assert len([r for r in res["solves"] if r["method"] == study.WARM_ROW]) == len([c for c in cells if c[3] > 0])
     assert len(list((out / "runs").glob("warm_*.pt"))) == 2 * 2 * 2 * 2  # one warm start per (m, eta, signal, seed)
     assert all(t["consistent_accuracy"] > 0.15 for t in res["teachers"])  # 40 steps only: above chance (1/7)
-    again = exp.run(exp.parse_config(exp.ModAddConfig, "", exp.PRESETS, ["--preset", "smoke", "--out-dir", str(out)], name="experiments.modadd"))
+    again = exp.run(exp.parse_config(study.ModAddConfig, "", exp.PRESETS, ["--preset", "smoke", "--out-dir", str(out)], name="experiments.modadd"))
     assert again["rows"] == res["rows"]  # every run resumed from disk
     retab = exp.main(["--preset", "smoke", "--out-dir", str(out), "--retabulate"])  # from results.json alone
     assert retab["rows"] == res["rows"] and retab["paired"] == res["paired"]
@@ -175,11 +176,11 @@ def test_solve_tables_count_solves_and_test_them_exactly():
     solve tables are built THEN the rates carry Clopper-Pearson intervals, the three differences get
     McNemar's exact p (2 / 2^10 for NAIL-F - BC, 2 / 2^5 for the others) and only NAIL-F > BC survives
     Holm over the three."""
-    cfg = exp.ModAddConfig(m=(31,), etas=(0.2,), methods=("bc", "opd-F", "nail-F"), seeds=10, solve_threshold=0.9)
+    cfg = study.ModAddConfig(m=(31,), etas=(0.2,), methods=("bc", "opd-F", "nail-F"), seeds=10, solve_threshold=0.9)
     cell = {"m": 31, "eta": 0.2, "teacher_signal": "full", "warm_start": 100}
     exact = {"nail-F": lambda k: 1.0, "opd-F": lambda k: 0.95 if k % 2 == 0 else 0.5, "bc": lambda k: 0.89}
     runs = [{**cell, "method": m, "seed": k, "chain_exact": f(k)} for m, f in exact.items() for k in range(10)]
-    solves, tests = exp.solve_tables(cfg, runs)
+    solves, tests = study.solve_tables(cfg, runs)
     rate = {r["method"]: r for r in solves}
     assert (rate["nail-F"]["solved"], rate["opd-F"]["solved"], rate["bc"]["solved"]) == (10, 5, 0)
     assert rate["nail-F"]["ci"] == "[0.692, 1.000]" and rate["bc"]["ci"] == "[0.000, 0.308]"

@@ -348,3 +348,17 @@ def test_run_graph_starts_each_job_after_its_needs_and_refuses_cycles():
         run_graph(operator.mul, {"a": ("a", 1), "b": ("b", 1), "c": ("c", 1)}, {"a": ("b",), "b": ("a",)}, 2)
     with pytest.raises(ValueError, match="workers must be >= 1; got 0"):
         run_graph(operator.mul, {}, {}, 0)
+
+
+def test_atomic_torch_save_gives_the_same_bytes_for_the_same_object(tmp_path):
+    """GIVEN one state dict WHEN it is saved twice to different files THEN the files are byte-identical
+    (the temporary sibling's random name does not reach the archive)."""
+    import torch
+
+    from shiftbounds.utils.io import atomic_torch_save
+
+    obj = {"w": torch.arange(6.0).reshape(2, 3), "config": {"d": 2}}
+    atomic_torch_save(obj, tmp_path / "a.pt")
+    atomic_torch_save(obj, tmp_path / "b.pt")
+    assert (tmp_path / "a.pt").read_bytes() == (tmp_path / "b.pt").read_bytes()
+    assert torch.equal(torch.load(tmp_path / "a.pt", weights_only=True)["w"], obj["w"])

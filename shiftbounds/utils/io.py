@@ -134,10 +134,14 @@ def markdown_table(rows: Sequence[Mapping[str, Any]], columns: Iterable[str] | N
 
 
 def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
-    """``torch.save`` to a temporary sibling, then rename: a killed run leaves no half-written checkpoint."""
+    """``torch.save`` to a temporary sibling, then rename: a killed run leaves no half-written checkpoint.
+    Serialised in memory first, so the archive's record names do not carry the temporary file's
+    random name: the same object gives the same bytes."""
     import torch
 
-    return atomic_replace(path, lambda tmp: torch.save(obj, tmp))
+    buf = io.BytesIO()
+    torch.save(obj, buf)
+    return atomic_replace(path, lambda tmp: Path(tmp).write_bytes(buf.getvalue()))
 
 
 def run_environment() -> dict[str, Any]:
