@@ -20,13 +20,16 @@ import tempfile
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shiftbounds.conversations.models import chat_ids, load_chat_model, save_chat_model, text_ids, user_turn_text
 from shiftbounds.conversations.records import ConversationData, as_conversations
 from shiftbounds.conversations.rollouts import agent_prompt
 from shiftbounds.conversations.simulators import PERSONA, VIEWS, goal_text, simulator_view
 from shiftbounds.utils.progress import attach_progress
+
+if TYPE_CHECKING:  # annotations only: the heavy import stays on use
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 GOAL_HEADER = "The user's goal: {goal}."
 """The system message that leads a goal-annotated pretraining conversation (:func:`dialogue_examples`);
@@ -179,7 +182,7 @@ def dialogue_examples(convs: ConversationData, goal_header: str | None = None) -
     return out
 
 
-def sft_trainer(examples: list[dict[str, Any]], model, tokenizer, cfg: TrainingConfig, output_dir: str | Path,
+def sft_trainer(examples: list[dict[str, Any]], model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, cfg: TrainingConfig, output_dir: str | Path,
                 label: str = "SFT", assistant_only: bool = False):
     """The configured ``trl.SFTTrainer`` (not yet trained): prompt-completion examples are trained on
     their completions only, ``messages`` examples on every token, or with ``assistant_only`` on the
@@ -197,7 +200,7 @@ def sft_trainer(examples: list[dict[str, Any]], model, tokenizer, cfg: TrainingC
     return attach_progress(trainer, label)
 
 
-def warn_long_examples(examples: list[dict[str, Any]], tokenizer, max_length: int) -> int:
+def warn_long_examples(examples: list[dict[str, Any]], tokenizer: PreTrainedTokenizerBase, max_length: int) -> int:
     """Warn (``UserWarning``) when examples are longer than ``max_length`` tokens, which the trainer
     cuts; returns how many are."""
     def n_tokens(ex: dict[str, Any]) -> int:

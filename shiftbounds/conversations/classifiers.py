@@ -9,9 +9,13 @@ tokens for a user simulator, agent tokens for an agent). Sequences are right-pad
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn as nn
+
+if TYPE_CHECKING:  # annotations only: the heavy import stays on use
+    from transformers import PreTrainedTokenizerBase
 
 
 @dataclass(frozen=True)
@@ -23,11 +27,11 @@ class SpanBatch:
     attention_mask: torch.Tensor
     target_mask: torch.Tensor
 
-    def to(self, device) -> SpanBatch:
+    def to(self, device: torch.device | str) -> SpanBatch:
         return SpanBatch(self.input_ids.to(device), self.attention_mask.to(device), self.target_mask.to(device))
 
 
-def make_batch(tokenizer, pairs: list[tuple[str, str]], max_len: int) -> SpanBatch:
+def make_batch(tokenizer: PreTrainedTokenizerBase, pairs: list[tuple[str, str]], max_len: int) -> SpanBatch:
     """Tokenise ``(context, target)`` pairs; contexts are cut from the left to fit ``max_len``."""
     if max_len < 4:
         raise ValueError(f"max_len must be >= 4; got {max_len}")
@@ -87,7 +91,7 @@ def fit(model: nn.Module, loss_fn, batches, lr: float, progress=None) -> list[fl
     return losses
 
 
-def classifier_batch(tokenizer, examples: list[tuple[str, str, float]], max_len: int, device) -> tuple[SpanBatch, torch.Tensor]:
+def classifier_batch(tokenizer: PreTrainedTokenizerBase, examples: list[tuple[str, str, float]], max_len: int, device: torch.device | str) -> tuple[SpanBatch, torch.Tensor]:
     """A batch of ``(context, text, label)`` for a :class:`RewardModel`-style classifier."""
     b = make_batch(tokenizer, [(c, t) for c, t, _ in examples], max_len).to(device)
     return b, torch.tensor([float(y) for _, _, y in examples], device=device)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -33,6 +33,9 @@ from shiftbounds.conversations.tasks import Judge, Probe, ProbeBuilder, ProbeSet
 from shiftbounds.losses import token_log_probs
 from shiftbounds.utils.seeding import derive_seed, numpy_rng, torch_init_seed
 from shiftbounds.utils.stats import auc_ci, mean_ci, proportion_ci, roc_auc
+
+if TYPE_CHECKING:  # annotations only: the heavy import stays on use
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 TURN_EDGES = (0, 2, 4, 8)
 """User-turn index buckets of the per-turn tables: 0-1, 2-3, 4-7, 8+."""
@@ -76,7 +79,7 @@ def user_turns(convs: Sequence[Conversation], *, after_agent: bool = False) -> l
 
 
 @torch.no_grad()
-def user_turn_nll(model, tokenizer, turns: Sequence[UserTurn], *, persona: str = PERSONA, view: str = "flipped",
+def user_turn_nll(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, turns: Sequence[UserTurn], *, persona: str = PERSONA, view: str = "flipped",
                   batch: int = 8, max_len: int = 1024) -> np.ndarray:
     """Mean NLL per token of each human turn (its text and end marker) under an LM simulator reading
     the simulator's ``view`` (:data:`~shiftbounds.conversations.simulators.VIEWS`); histories are cut from the left to fit ``max_len``, never more than the
@@ -105,7 +108,7 @@ def user_turn_nll(model, tokenizer, turns: Sequence[UserTurn], *, persona: str =
     return np.array(out)
 
 
-def nll_by_turn(model, tokenizer, convs: Sequence[Conversation], *, persona: str = PERSONA, view: str = "flipped",
+def nll_by_turn(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, convs: Sequence[Conversation], *, persona: str = PERSONA, view: str = "flipped",
                 batch: int = 8, max_len: int = 1024, edges: Sequence[int] = TURN_EDGES) -> dict:
     """:func:`user_turn_nll` over every user turn of ``convs``: the mean overall and by user-turn
     bucket, each with a 95 % t-interval over turns, and the counts."""

@@ -11,11 +11,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from shiftbounds.utils.io import atomic_write_text
 from shiftbounds.utils.seeding import torch_init_seed
+
+if TYPE_CHECKING:  # annotations only: the heavy import stays on use
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 ROLE_MARKERS = ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|pad|>")
 CHAT_TEMPLATE = (
@@ -72,7 +76,7 @@ def build_tiny_chat_model(folder: str | Path, texts: Iterable[str], *, vocab_siz
     return folder
 
 
-def save_chat_model(model, tokenizer, folder: str | Path, metadata: dict) -> Path:
+def save_chat_model(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: str | Path, metadata: dict) -> Path:
     """Save a simulator or an agent: ``save_pretrained`` model and tokenizer, and ``metadata`` as
     ``shiftbounds.json`` (written last: a folder with it is complete)."""
     folder = Path(folder)
@@ -82,7 +86,7 @@ def save_chat_model(model, tokenizer, folder: str | Path, metadata: dict) -> Pat
     return folder
 
 
-def chat_ids(tokenizer, messages: list[dict], generation_prompt: bool) -> list[int]:
+def chat_ids(tokenizer: PreTrainedTokenizerBase, messages: list[dict], generation_prompt: bool) -> list[int]:
     """Token ids of ``messages`` rendered by the tokenizer's chat template (with the assistant's
     generation prompt when ``generation_prompt``)."""
     return list(tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt, tokenize=True, return_dict=False))
@@ -91,7 +95,7 @@ def chat_ids(tokenizer, messages: list[dict], generation_prompt: bool) -> list[i
 _SENTINEL = "\x00reply\x00"
 
 
-def user_turn_prefix(tokenizer, messages: list[dict]) -> str:
+def user_turn_prefix(tokenizer: PreTrainedTokenizerBase, messages: list[dict]) -> str:
     """The text of ``messages`` rendered by the tokenizer's chat template, followed by an opened
     ``user`` turn (whatever the template writes before a user message's content): what a model reads
     before it speaks *as the user*. Found by rendering a user message with a sentinel and cutting at
@@ -102,7 +106,7 @@ def user_turn_prefix(tokenizer, messages: list[dict]) -> str:
     return text[: text.index(_SENTINEL)]
 
 
-def user_turn_text(tokenizer, messages: list[dict], content: str) -> tuple[str, str]:
+def user_turn_text(tokenizer: PreTrainedTokenizerBase, messages: list[dict], content: str) -> tuple[str, str]:
     """``(prefix, turn)``: :func:`user_turn_prefix` of ``messages`` and the text the template writes
     for a user message ``content`` after it (the content and its end marker)."""
     prefix = user_turn_prefix(tokenizer, messages)
@@ -112,12 +116,12 @@ def user_turn_text(tokenizer, messages: list[dict], content: str) -> tuple[str, 
     return prefix, full[len(prefix):]
 
 
-def text_ids(tokenizer, text: str) -> list[int]:
+def text_ids(tokenizer: PreTrainedTokenizerBase, text: str) -> list[int]:
     """Token ids of template-rendered ``text`` (its markers as special tokens; nothing added)."""
     return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
-def model_positions(model) -> int | None:
+def model_positions(model: PreTrainedModel) -> int | None:
     """How many positions the model can read (``max_position_embeddings`` or ``n_positions`` of its
     config); ``None`` when the config states no limit."""
     cfg = getattr(model, "config", None)
@@ -128,7 +132,7 @@ def model_positions(model) -> int | None:
     return None
 
 
-def count_positions_from_mask(model):
+def count_positions_from_mask(model: PreTrainedModel):
     """Make ``model``'s forward count each row's positions from its attention mask when it is called
     with a mask and no ``position_ids`` (a forward pre-hook; idempotent; returns ``model``).
 

@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -46,6 +46,9 @@ from shiftbounds.conversations.simulators import UserSimulator
 from shiftbounds.utils.progress import attach_progress
 from shiftbounds.utils.seeding import derive_seed
 from shiftbounds.utils.stats import mean_ci
+
+if TYPE_CHECKING:  # annotations only: the heavy import stays on use
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 PARADIGMS = ("static", "interactive", "calibrated")
 SYSTEM = "You are a helpful assistant."
@@ -200,7 +203,7 @@ def paradigm_trainer(paradigm: str, agent: str | Path, convs: ConversationData, 
         peft_config=lora_config(cfg.lora_rank)), paradigm), "model", "ref_model")
 
 
-def _fingerprint(model) -> list[tuple[float, float]]:
+def _fingerprint(model: PreTrainedModel) -> list[tuple[float, float]]:
     """Per parameter tensor, its sum and sum of squares in float64: two numbers that any update
     to the tensor moves (almost surely), without a second copy of the weights in memory."""
     import torch
@@ -333,7 +336,7 @@ def last_checkpoint(folder: str | Path) -> Path:
     return found[-1]
 
 
-def evaluate_agent(model, tokenizer, convs: ConversationData, simulator_factory: Callable[[], UserSimulator],
+def evaluate_agent(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, convs: ConversationData, simulator_factory: Callable[[], UserSimulator],
                    judge: Judge, *, max_turns: int, max_new_tokens: int, temperature: float = 1.0, system: str | None = None,
                    user_first: bool = False, batch: int = 32, seed: int = 0, return_transcripts: bool = False) -> dict:
     """The judge's mean reward over one dialogue per conversation goal against fresh simulators from

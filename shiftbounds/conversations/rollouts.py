@@ -22,13 +22,16 @@ refused with an error).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from shiftbounds.conversations.models import chat_ids
 from shiftbounds.conversations.sampling import sample_batch
 from shiftbounds.conversations.simulators import UserSimulator, respond_all
 from shiftbounds.conversations.tasks import Judge
 from shiftbounds.utils.seeding import derive_seed, torch_generator
+
+if TYPE_CHECKING:  # annotations only: the heavy import stays on use
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 KEY_TAG = "[conversation {key}]"
 
@@ -46,7 +49,7 @@ def _key(prompt: list[dict]) -> str:
     return text[start + len("[conversation "): -1]
 
 
-def _user_block(tokenizer, messages: list[dict]) -> list[int]:
+def _user_block(tokenizer: PreTrainedTokenizerBase, messages: list[dict]) -> list[int]:
     """The tokens the template adds for the last (user) message and the next generation prompt."""
     before, after = chat_ids(tokenizer, messages[:-1], False), chat_ids(tokenizer, messages, True)
     if after[: len(before)] != before:
@@ -55,7 +58,7 @@ def _user_block(tokenizer, messages: list[dict]) -> list[int]:
     return after[len(before):]
 
 
-def rollout_dialogues(model, tokenizer, prompts: Sequence[list[dict]], goals: Sequence[Any],
+def rollout_dialogues(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompts: Sequence[list[dict]], goals: Sequence[Any],
                       simulators: Sequence[UserSimulator], judge: Judge, *, max_turns: int, max_new_tokens: int,
                       temperature: float, seeds: Sequence[int], user_first: bool = False) -> list[dict]:
     """One dialogue per prompt, all at once: each agent turn is one batched, cached sampling call over
@@ -109,7 +112,7 @@ def rollout_dialogues(model, tokenizer, prompts: Sequence[list[dict]], goals: Se
              "judge_reward": float(judge(goals[i], messages[i])), "messages": messages[i]} for i in range(n)]
 
 
-def rollout_dialogue(model, tokenizer, prompt: list[dict], goal: Any, simulator: UserSimulator, judge: Judge, *,
+def rollout_dialogue(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, prompt: list[dict], goal: Any, simulator: UserSimulator, judge: Judge, *,
                      max_turns: int, max_new_tokens: int, temperature: float, seed: int) -> dict:
     """One dialogue from ``prompt`` (:func:`rollout_dialogues` with one prompt; the module docstring
     lists the fields returned)."""

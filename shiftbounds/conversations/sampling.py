@@ -10,13 +10,17 @@ first stop token, and the loop ends when all rows have stopped. Randomness comes
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from shiftbounds import losses
 
+if TYPE_CHECKING:  # annotations only: the heavy import stays on use
+    from transformers import PreTrainedModel
 
-def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+
+def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``(input_ids, attention_mask, position_ids)``, each ``[B, T]``, for left-padded prompts.
 
     Raises:
@@ -36,7 +40,7 @@ def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device) -> tuple[tor
 
 
 @torch.no_grad()
-def sample_batch(model, prompts: Sequence[Sequence[int]], max_new: int, *, stop_ids: Sequence[int], pad_id: int,
+def sample_batch(model: PreTrainedModel, prompts: Sequence[Sequence[int]], max_new: int, *, stop_ids: Sequence[int], pad_id: int,
                  temperature: float = 1.0, log_probs: Callable[[torch.Tensor], torch.Tensor] | None = None,
                  generator: torch.Generator | Sequence[torch.Generator] | None = None, max_context: int | None = None,
                  return_log_probs: bool = False) -> list[list[int]] | tuple[list[list[int]], list[list[float]]]:
@@ -70,7 +74,7 @@ def sample_batch(model, prompts: Sequence[Sequence[int]], max_new: int, *, stop_
         model.train(was_training)
 
 
-def _sample(model, prompts, max_new, stop_ids, pad_id, temperature, log_probs, generator, max_context) -> list[list[int]]:
+def _sample(model: PreTrainedModel, prompts, max_new, stop_ids, pad_id, temperature, log_probs, generator, max_context) -> list[list[int]]:
     device = next(model.parameters()).device
     if max_context is not None:
         prompts = [list(p)[-max_context:] for p in prompts]
@@ -115,7 +119,7 @@ def _sample(model, prompts, max_new, stop_ids, pad_id, temperature, log_probs, g
     return rows, lps
 
 
-def forward_with_cache(model, input_ids: torch.Tensor, cache=None, *, last_only: bool = False, **inputs):
+def forward_with_cache(model: PreTrainedModel, input_ids: torch.Tensor, cache=None, *, last_only: bool = False, **inputs):
     """``(logits, cache)`` for ``input_ids`` after ``cache`` (further ``inputs`` such as
     ``attention_mask`` and ``position_ids`` are passed on): the key-value cache of ``transformers``
     (the keyword is ``cache`` from version 5 on, ``past_key_values`` before).

@@ -16,7 +16,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from math import comb
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -27,6 +27,9 @@ from shiftbounds.conversations.tasks import Judge
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import derive_seed
 from shiftbounds.utils.stats import proportion_ci
+
+if TYPE_CHECKING:  # annotations only: the heavy import stays on use
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 def mixed_group_share(successes: Sequence[int], draws: int, group: int) -> float:
@@ -53,7 +56,7 @@ def share(flags: np.ndarray) -> dict:
     return {"value": e.value, "low": e.low, "high": e.high, "n": len(flags)}
 
 
-def rollout_signal(model, tokenizer, convs: ConversationData, simulator_factory: Callable[[], UserSimulator], judge: Judge, *,
+def rollout_signal(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, convs: ConversationData, simulator_factory: Callable[[], UserSimulator], judge: Judge, *,
                    draws: int, group: int, temperature: float, max_turns: int, max_new_tokens: int,
                    discloses: Callable[[str, Any], bool] | None = None,
                    failure_mode: Callable[[Any, list[dict]], str] | None = None, system: str | None = None, user_first: bool = True,

@@ -24,7 +24,7 @@ import json
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
@@ -34,6 +34,9 @@ from shiftbounds.conversations.sampling import sample_batch
 from shiftbounds.conversations.tasks import order_items, placed_orders
 from shiftbounds.dialogue.tasks import CLARIFY, ENDING_ACTS, user_acts
 from shiftbounds.utils.seeding import numpy_rng, torch_generator
+
+if TYPE_CHECKING:  # annotations only: the heavy import stays on use
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 PERSONA = ("You are a user talking to an assistant. Your goal: {goal}. Reply briefly, as the user would, "
            "and never reveal that you are a simulation.")
@@ -80,13 +83,13 @@ def simulator_view(messages: list[dict], goal: Any, persona: str = PERSONA, view
     return out + [{"role": roles[m["role"]], "content": m["content"]} for m in messages if m["role"] in roles]
 
 
-def reply_prompt_ids(tokenizer, messages: list[dict], goal: Any, persona: str = PERSONA, view: str = "flipped") -> list[int]:
+def reply_prompt_ids(tokenizer: PreTrainedTokenizerBase, messages: list[dict], goal: Any, persona: str = PERSONA, view: str = "flipped") -> list[int]:
     """The token ids an LM user reads before its next reply to ``messages``, in its ``view``."""
     msgs = simulator_view(messages, goal, persona, view)
     return chat_ids(tokenizer, msgs, True) if view == "flipped" else text_ids(tokenizer, user_turn_prefix(tokenizer, msgs))
 
 
-def reply_ids(tokenizer, messages: list[dict], goal: Any, reply: str, persona: str = PERSONA,
+def reply_ids(tokenizer: PreTrainedTokenizerBase, messages: list[dict], goal: Any, reply: str, persona: str = PERSONA,
               view: str = "flipped") -> tuple[list[int], list[int]]:
     """``(prompt, target)`` token ids of a user ``reply`` to ``messages`` in the ``view``: what the
     model reads (:func:`reply_prompt_ids`) and the reply's tokens with its end marker."""
@@ -118,7 +121,7 @@ class LMUser:
         view: how the model reads the dialogue (:data:`VIEWS`).
     """
 
-    def __init__(self, model, tokenizer, *, persona: str = PERSONA, max_new_tokens: int = 48, temperature: float = 1.0,
+    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, *, persona: str = PERSONA, max_new_tokens: int = 48, temperature: float = 1.0,
                  done_marker: str = "[DONE]", stop: Callable[[str, list[dict]], bool] | None = None,
                  name: str = "prompted", view: str = "flipped") -> None:
         if view not in VIEWS:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from shiftbounds.conversations.calibration import GOAL_HEADER, TrainingConfig, pretrain
 from shiftbounds.conversations.measures import discriminator_auc_by_turn, nll_by_turn, sycophancy_report
@@ -31,6 +32,9 @@ from shiftbounds.conversations.tasks import (
     taskmaster4_stop,
 )
 from shiftbounds.utils.seeding import derive_seed, numpy_rng
+
+if TYPE_CHECKING:  # annotations only: the heavy import stays on use
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 LOGGED_CALIBRATED = "logged opening, then calibrated"
 """The training simulator that opens with the training dialogue's logged human request and
@@ -151,7 +155,7 @@ def evaluate(folder: Path, users: dict, names: Sequence[str], goals: Sequence[Co
                           temperature=temperature, seed=seed)
 
 
-def evaluate_model(model, tok, users: dict, names: Sequence[str], goals: Sequence[Conversation], *, turns: int, max_new: int,
+def evaluate_model(model: PreTrainedModel, tok: PreTrainedTokenizerBase, users: dict, names: Sequence[str], goals: Sequence[Conversation], *, turns: int, max_new: int,
                    temperature: float, seed: int) -> dict:
     """:func:`evaluate` of a loaded agent: the same draws for every agent at ``seed``, so a training
     curve's checkpoints (:func:`train_arm`) and the saved agents read the same dialogues."""
@@ -184,7 +188,7 @@ def train_arm(arm: str, sft_folder: Path, train: Sequence[Conversation], users: 
         kw = {k: v for k, v in curve.items() if k not in ("every", "users")}
         every, names = curve["every"], list(dict.fromkeys((sim, *curve.get("users", ()))))
 
-        def checkpoint(model, tok):
+        def checkpoint(model: PreTrainedModel, tok: PreTrainedTokenizerBase):
             return {name: e["rewards"] for name, e in evaluate_model(model, tok, users, names, **kw).items()}
 
     return train_paradigm(paradigm, sft_folder, list(train), taskmaster4_judge, cfg, folder, user.clone if user else None,

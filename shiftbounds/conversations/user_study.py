@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import torch
@@ -40,6 +40,9 @@ from shiftbounds.conversations.simulators import UserSimulator, goal_text
 from shiftbounds.utils.seeding import derive_seed
 from shiftbounds.utils.stats import auc_ci, crossed_bootstrap_ci, proportion_ci, roc_auc
 
+if TYPE_CHECKING:  # annotations only: the heavy import stays on use
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
 PROBE_L2 = 1.0
 """The discriminator's L2 penalty on standardised features (per example: the loss is the mean log
 loss plus ``PROBE_L2 * |w|^2 / n``), fixed before any held-out score was read."""
@@ -51,7 +54,7 @@ def discriminator_text(goal: Any, history: Sequence[dict]) -> str:
 
 
 @torch.no_grad()
-def reply_features(model, tokenizer, cases: Sequence[tuple[Any, Sequence[dict], str]], *, batch: int = 8,
+def reply_features(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, cases: Sequence[tuple[Any, Sequence[dict], str]], *, batch: int = 8,
                    max_len: int = 384) -> np.ndarray:
     """Frozen features of each ``(goal, history, reply)``: the last layer's hidden states averaged
     over the reply's tokens, beside the reply's last token's state (``2 * hidden`` numbers). The
@@ -135,13 +138,13 @@ def probe_discriminator(real_train: np.ndarray, fake_train: np.ndarray, real_hel
     return {"overall": auc(np.ones(len(real), bool)), "by_turn": by, "per_history": paired.tolist()}
 
 
-def fake_features(simulator: UserSimulator, model, tokenizer, turns: Sequence[UserTurn], *, seed: int, tag: str) -> np.ndarray:
+def fake_features(simulator: UserSimulator, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, turns: Sequence[UserTurn], *, seed: int, tag: str) -> np.ndarray:
     """Features of ``simulator``'s replies at each turn's history (draws keyed by ``seed`` and ``tag``)."""
     texts = simulated_replies(simulator, turns, seed=derive_seed(seed, tag))
     return reply_features(model, tokenizer, [(u.conversation.goal, u.history, t) for u, t in zip(turns, texts)])
 
 
-def real_features(model, tokenizer, turns: Sequence[UserTurn]) -> np.ndarray:
+def real_features(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, turns: Sequence[UserTurn]) -> np.ndarray:
     """Features of the people's own replies at each turn's history."""
     return reply_features(model, tokenizer, [(u.conversation.goal, u.history, u.text) for u in turns])
 

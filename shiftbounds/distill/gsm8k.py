@@ -18,6 +18,7 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
@@ -25,6 +26,9 @@ from shiftbounds.conversations.models import chat_ids
 from shiftbounds.conversations.sampling import sample_batch
 from shiftbounds.conversations.taskmaster import default_data_dir
 from shiftbounds.losses import distillation_loss, log_probs, noised_log_probs
+
+if TYPE_CHECKING:  # annotations only: the heavy import stays on use
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 METHODS = ("bc", "opd-F", "opd-R", "nail-F", "nail-R", "nail-Mixed")
 DIVERGENCE = {"F": "forward", "R": "reverse", "Mixed": "mixed"}
@@ -103,12 +107,12 @@ def on_policy_loss(method: str, student_logits: torch.Tensor, teacher_logits: to
     return distillation_loss(t_logp, s_logp, DIVERGENCE[method.split("-")[1]], beta=mixed_beta, mask=mask, reduction=reduction)
 
 
-def prompt_ids(tokenizer, problems: list[Problem]) -> list[list[int]]:
+def prompt_ids(tokenizer: PreTrainedTokenizerBase, problems: list[Problem]) -> list[list[int]]:
     """Each problem's chat-templated prompt, ready for the assistant's answer."""
     return [chat_ids(tokenizer, prompt_messages(p), True) for p in problems]
 
 
-def sample_completions(model, tokenizer, problems: list[Problem], max_new: int, *, temperature: float,
+def sample_completions(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: list[Problem], max_new: int, *, temperature: float,
                        teacher_noise: NoisyTeacher | None = None, generator: torch.Generator | None = None) -> list[list[int]]:
     """Completions of the whole batch (:func:`shiftbounds.conversations.sampling.sample_batch`: left-padded
     prompts, KV cache): greedy when ``temperature == 0``, sampled at ``temperature`` otherwise, or
@@ -120,7 +124,7 @@ def sample_completions(model, tokenizer, problems: list[Problem], max_new: int, 
 
 
 @torch.no_grad()
-def exact_match(model, tokenizer, problems: list[Problem], max_new: int, batch: int = 64) -> float:
+def exact_match(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, problems: list[Problem], max_new: int, batch: int = 64) -> float:
     """Share of problems whose greedy completion's ``#### <number>`` equals the reference, decoded
     ``batch`` problems at a time (the key-value cache grows with the batch)."""
     if batch < 1:

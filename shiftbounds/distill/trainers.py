@@ -20,12 +20,16 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
 
 from shiftbounds.conversations.models import load_chat_model, trainer_counts_positions_from_mask
 from shiftbounds.distill.gsm8k import METHODS, NoisyTeacher, Problem, on_policy_loss, prompt_messages, sample_completions
 from shiftbounds.utils.progress import attach_progress
+
+if TYPE_CHECKING:  # annotations only: the heavy import stays on use
+    from transformers import PreTrainedTokenizerBase
 
 ON_POLICY = tuple(m for m in METHODS if m != "bc")
 
@@ -116,7 +120,7 @@ def on_policy_trainer(method: str, student: str | Path, teacher: str | Path, pro
     return attach_progress(trainer_counts_positions_from_mask(trainer, "model", "teacher_model"), method)
 
 
-def bc_examples(teacher, tokenizer, problems: list[Problem], noise: NoisyTeacher, *, visits: int, max_new: int,
+def bc_examples(teacher, tokenizer: PreTrainedTokenizerBase, problems: list[Problem], noise: NoisyTeacher, *, visits: int, max_new: int,
                 generator: torch.Generator, batch: int = 64) -> list[dict]:
     """Prompt-completion examples for LogLossBC: ``ceil(visits / len(problems))`` noisy-teacher
     samples per problem, so that ``visits`` prompt visits (steps x batch) each see a fresh sample."""
