@@ -14,6 +14,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from benchmarks.reference import ByteTokenizer, TinyLM, load_causal_lm, per_example_nll, span_nll
+from shiftbounds.conversations import taskmaster_report, taskmaster_run, taskmaster_study
 from shiftbounds.conversations.classifiers import make_batch
 from shiftbounds.conversations.sampling import sample_batch
 from shiftbounds.conversations.taskmaster import (
@@ -27,6 +28,7 @@ from shiftbounds.conversations.taskmaster import (
 )
 from shiftbounds.distill.gsm8k import METHODS, NoisyTeacher, extract_final, load_gsm8k, on_policy_loss
 from shiftbounds.utils.device import resolve_device
+from shiftbounds.utils.stages import StageCache
 from shiftbounds.utils.stats import roc_auc
 from tests.marks import needs_data
 
@@ -201,8 +203,8 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
         assert outcomes[-1] == final[user]["rewards"], user
     assert curve["outcomes"]["held-out user model"][0] == json.loads((stages / "eval_sft_seed1.json").read_text())[
         "held-out user model"]["rewards"]
-    ckpt = [t for t in res["training"] if t["curve"] == real_dialogue.CHECKPOINT_CURVE]
-    assert len([t for t in res["training"] if t["curve"] == real_dialogue.CHECKPOINT_CURVE + " vs held-out user model"]) == 3 * 2
+    ckpt = [t for t in res["training"] if t["curve"] == taskmaster_run.CHECKPOINT_CURVE]
+    assert len([t for t in res["training"] if t["curve"] == taskmaster_run.CHECKPOINT_CURVE + " vs held-out user model"]) == 3 * 2
     assert sorted((t["arm"], t["seed"]) for t in ckpt) == sorted((a, s) for a in ("interactive_rule", "interactive_prompted", "calibrated")
                                                                    for s in (0, 1))
     assert all(t["checkpoints"] == 2 and t["units"] == 4 for t in ckpt)
@@ -299,7 +301,7 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     with pytest.raises(ValueError, match="--agent must name a model folder"):
         grpo_signal.SignalConfig(stages=str(stages), agent="agent_nope")
     # greedy agent and greedy users: the SFT agent's evaluation draws nothing from its seed, which is
-    # what lets a run copy the first seed's instead of recomputing it (real_dialogue.seed_free_source)
+    # what lets a run copy the first seed's instead of recomputing it (taskmaster_run.seed_free_source)
     from shiftbounds.conversations import taskmaster_study as study
     from shiftbounds.utils.stages import StageCache
 
@@ -403,14 +405,14 @@ def test_real_dialogue_copies_the_sft_agents_seed_free_evaluations_from_the_firs
     keys = list(needs)
     assert all(keys.index(n) < keys.index(k) for k, ns in needs.items() for n in ns)
     sampling = replace(cfg, user_temperature=1.0)
-    assert not any(real_dialogue.seed_free_source(sampling, k) for k in real_dialogue.stage_needs(sampling))
+    assert not any(taskmaster_run.seed_free_source(sampling, k) for k in real_dialogue.stage_needs(sampling))
     # the copy is the first seed's result, read from its file, never recomputed
     calls = []
-    monkeypatch.setattr(real_dialogue.study, "evaluate", lambda *a, seed, **k: calls.append(seed) or {"seed": seed})
+    monkeypatch.setattr(taskmaster_study, "evaluate", lambda *a, seed, **k: calls.append(seed) or {"seed": seed})
     monkeypatch.setattr(real_dialogue.Stages, "folder", lambda self, name: tmp_path)
     monkeypatch.setattr(real_dialogue.Stages, "users", {})
     runner = real_dialogue.Stages.__new__(real_dialogue.Stages)
-    runner.cfg, runner.st, runner.goals = cfg, real_dialogue.StageCache(tmp_path / "stages"), []
+    runner.cfg, runner.st, runner.goals = cfg, StageCache(tmp_path / "stages"), []
     assert [runner.stage(("eval", "sft", s)) for s in (3, 1, 2)] == [{"seed": 3}] * 3 and calls == [3]
     assert runner.stage(("eval_vs", "rule-based", 1)) == {"seed": 1} and calls == [3, 1]
 
@@ -426,10 +428,10 @@ def test_real_dialogue_paper_preset_is_the_train_split_configuration_with_a_fami
     train = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["train_split"])
     paper = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["paper"])
     assert replace(paper, arms=train.arms, seeds=train.seeds) == train and paper.arms != train.arms
-    assert set(real_dialogue.comparisons(paper.arms)) == {(a, "sft") for a in paper.arms} | {
+    assert set(taskmaster_report.comparisons(paper.arms)) == {(a, "sft") for a in paper.arms} | {
         ("calibrated", "static"), ("calibrated", "interactive_prompted")}
     for cfg in (train, paper):
-        family = len(real_dialogue.comparisons(cfg.arms))
+        family = len(taskmaster_report.comparisons(cfg.arms))
         assert 2 / 2 ** len(cfg.seeds) < 0.05 / family <= 2 / 2 ** (len(cfg.seeds) - 1)  # the fewest seeds that can
 
 
@@ -447,10 +449,10 @@ def test_real_dialogue_paper_requests_preset_is_run_t_with_the_other_paradigms()
     u = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["paper_requests"])
     assert replace(u, arms=cpu.arms, seeds=cpu.seeds) == cpu
     assert "calibrated_opening" in u.arms and u.seeds == tuple(range(26, 38))
-    pairs = real_dialogue.comparisons(u.arms, real_dialogue.baselines(u))
+    pairs = taskmaster_report.comparisons(u.arms, real_dialogue.baselines(u))
     assert pairs[-2:] == [("calibrated_opening", "static"), ("calibrated_opening", "interactive_prompted")]
     assert len(pairs) == len(set(pairs)) == 8  # three arms against SFT and the baseline, then the two
-    assert ("calibrated_opening", "calibrated") not in real_dialogue.comparisons(("calibrated", "calibrated_opening"))
+    assert ("calibrated_opening", "calibrated") not in taskmaster_report.comparisons(("calibrated", "calibrated_opening"))
     assert 2 / 2 ** len(u.seeds) < 0.05 / 7 / 2
 
 
@@ -500,24 +502,24 @@ def test_real_dialogue_rl_split_trains_on_calibration_dialogues_outside_the_eval
 
     train, calib = [f"t{i}" for i in range(5)], [f"c{i}" for i in range(6)]
     cfg = real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "n_eval": 4})
-    assert real_dialogue.rl_dialogues(cfg, train, calib) == train
+    assert taskmaster_run.rl_dialogues(cfg, train, calib) == train
     on_calib = real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "n_eval": 4, "rl_split": "calibration"})
-    assert real_dialogue.rl_dialogues(on_calib, train, calib) == calib
+    assert taskmaster_run.rl_dialogues(on_calib, train, calib) == calib
     dev = real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "n_eval": 4, "rl_split": "calibration",
                                               "eval_split": "calibration"})
-    assert real_dialogue.rl_dialogues(dev, train, calib) == ["c4", "c5"]
+    assert taskmaster_run.rl_dialogues(dev, train, calib) == ["c4", "c5"]
     with pytest.raises(ValueError, match="needs --n-eval below the split's 6 dialogues; got 6"):
-        real_dialogue.rl_dialogues(real_dialogue.RealDialogueConfig(**{**vars(dev), "n_eval": 6}), train, calib)
+        taskmaster_run.rl_dialogues(real_dialogue.RealDialogueConfig(**{**vars(dev), "n_eval": 6}), train, calib)
     with pytest.raises(ValueError, match="--rl-split must be train or calibration; got 'held-out'"):
         real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "rl_split": "held-out"})
     # the baseline that imitates the same logs: its own SFT stage, evaluated once and copied to the later seeds,
     # and every arm compared against it beside the SFT agent; none without --rl-split calibration
     needs = real_dialogue.stage_needs(replace(on_calib, user_temperature=0.0))  # greedy: the same dialogues at every seed
-    plus = real_dialogue.SFT_PLUS
+    plus = taskmaster_run.SFT_PLUS
     assert needs[(f"agent_{plus}",)] == needs[("agent_sft",)] and real_dialogue.baselines(cfg) == ()
     assert (f"agent_{plus}",) in needs[("eval", plus, 0)] and needs[("eval", plus, 1)][-1] == ("eval", plus, 0)
     assert not any(plus in str(k) for k in real_dialogue.stage_needs(cfg))
-    assert real_dialogue.comparisons(("calibrated_opening",), (plus,)) == [("calibrated_opening", "sft"), ("calibrated_opening", plus)]
+    assert taskmaster_report.comparisons(("calibrated_opening",), (plus,)) == [("calibrated_opening", "sft"), ("calibrated_opening", plus)]
 
 
 @needs_data
@@ -528,7 +530,7 @@ def test_real_dialogue_rl_on_the_calibration_split_reports_the_baseline_that_imi
 
     out = tmp_path / "r"
     res = real_dialogue.main(["--preset", "smoke", "--arms", "calibrated_opening", "--rl-split", "calibration", "--out-dir", str(out)])
-    plus = real_dialogue.SFT_PLUS
+    plus = taskmaster_run.SFT_PLUS
     seen = {a: json.loads((out / "stages" / f"agent_{a}" / "shiftbounds.json").read_text())["n_conversations"] for a in ("sft", plus)}
     assert seen[plus] > seen["sft"] > 0
     assert [row["arm"] for row in res["table"]] == ["sft", plus, "calibrated_opening"]
