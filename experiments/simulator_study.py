@@ -22,7 +22,8 @@ confirmations. Pooled fits and the paired differences (calibrated minus prompted
 carry crossed bootstrap intervals over fits and goals, the paired ones at 99 % (0.05 over five
 measures, Bonferroni).
 
-Outputs in ``--out-dir``: ``study.json``, ``users.csv``, ``by_turn.csv``, ``paired.csv``,
+Outputs in ``--out-dir``: ``study.json``, ``units.json`` (every user model's per-goal, per-turn and
+per-history outcomes, from which the ledger recomputes the paired means), ``users.csv``, ``by_turn.csv``, ``paired.csv``,
 ``study.md``, ``study.{png,pdf}`` and ``config.json``; every fit and every user model's measures are
 stages under ``stages/``, so a stopped run resumes where it stopped.
 """
@@ -115,7 +116,8 @@ def run(cfg: StudyConfig) -> dict:
     prog = Progress(cfg.fits + 1, "simulator_study")
     prompted = LMUser.from_pretrained(cfg.base_model, persona=cfg.persona, max_new_tokens=cfg.max_new, temperature=0.0)
     result = study_users(bench, prompted, [lambda k=k: fitted(cfg, train, stages, k) for k in range(cfg.fits)], stages=stages, progress=prog)
-    write_json(out / "study.json", {"config": asdict(cfg)} | result)
+    write_json(out / "study.json", {"config": asdict(cfg)} | {k: v for k, v in result.items() if k != "units"})
+    write_json(out / "units.json", result["units"])
     for name in ("rows", "by_turn", "paired"):
         write_csv(out / f"{'users' if name == 'rows' else name}.csv", result[name])
     fmt = lambda rows: [{k: f"{v:.3f}" if isinstance(v, float) else v for k, v in r.items() if not k.endswith(("_low", "_high"))}  # noqa: E731

@@ -104,7 +104,7 @@ def test_smoke_outputs_rows_and_resume(tmp_path):
                                                    "calibrated, 2 fits pooled"]
     assert {p["measure"] for p in result["paired"]} >= {"goal_disclosure", "nll", "discriminator_wins"}
     assert all(p["level"] == 0.99 and p["fits"] == 2 for p in result["paired"])
-    for name in ("study.json", "users.csv", "by_turn.csv", "paired.csv", "study.md", "study.png", "study.pdf", "config.json"):
+    for name in ("study.json", "units.json", "users.csv", "by_turn.csv", "paired.csv", "study.md", "study.png", "study.pdf", "config.json"):
         assert (out / name).is_file(), name
     metas = [json.loads((out / "stages" / f"calibrated_{k}" / "shiftbounds.json").read_text()) for k in (0, 1)]
     assert all(m["recipe"] == "conversation" for m in metas)
@@ -113,11 +113,12 @@ def test_smoke_outputs_rows_and_resume(tmp_path):
     assert (out / "stages" / "calibrated_0" / "model.safetensors").stat().st_mtime_ns == stamp
     with pytest.raises(SystemExit):
         simulator_study.main([*args, "--fits", "0"])
-    # the ledger decides from paired.csv and its check recomputes each mean from the per-unit stage files
+    # the ledger decides from paired.csv and its check recomputes each mean from the per-unit file
     ctx = Context(tmp_path, 0.05, 0.005, {})
     verdict = simulator_paired({"folder": "run", "measure": "nll", "direction": "<"}, ctx)
     assert verdict.verdict in ("supported", "contradicted", "not significant") and "2 fits" in verdict.number
     assert check.simulator_paired(tmp_path, "run") == []
-    nll = out / "stages" / "nll_prompted.json"
-    nll.write_text(json.dumps([v + 0.5 for v in json.loads(nll.read_text())]))
+    units = json.loads((out / "units.json").read_text())
+    units["prompted"]["nll"] = [v + 0.5 for v in units["prompted"]["nll"]]
+    (out / "units.json").write_text(json.dumps(units))
     assert any("nll" in d for d in check.simulator_paired(tmp_path, "run"))

@@ -259,7 +259,8 @@ def study_users(bench: UserBench, prompted: UserSimulator, calibrated: Sequence[
     every user model's results cached as ``stages`` (a :class:`~shiftbounds.utils.stages.StageCache`).
     Returns ``rows`` (one per user model and the pooled fits; the pooled row's ``auc_low`` /
     ``auc_high`` are the fits' smallest and largest AUC, not an interval), ``by_turn`` (NLL and AUC
-    by turn bucket) and ``paired`` (calibrated minus prompted on the same units)."""
+    by turn bucket), ``paired`` (calibrated minus prompted on the same units) and ``units`` (each user
+    model's per-unit outcomes, NLL and discriminator results, from which ``paired`` is recomputed)."""
     probes, builder, seed, buckets_nll = bench.probes, bench.builder, bench.seed, turn_buckets(bench.nll_turns)
 
     def measure(name: str, user: UserSimulator) -> dict:
@@ -295,4 +296,4 @@ def study_users(bench: UserBench, prompted: UserSimulator, calibrated: Sequence[
                        "accept_wrong": [float(f) for f in m["outcomes"]["wrong"]],
                        "nll": m["nll"], "discriminator_wins": m["disc"]["per_history"]}
     paired = paired_rows([units(f) for f in fits], units(found["prompted"]), rng=rng)
-    return {"rows": rows, "by_turn": by_turn, "paired": paired}
+    return {"rows": rows, "by_turn": by_turn, "paired": paired, "units": found}

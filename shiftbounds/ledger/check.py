@@ -122,20 +122,18 @@ def modadd_mcnemar(root: Path, folder: str, threshold: float, alpha: float = 0.0
 
 
 def simulator_paired(root: Path, folder: str) -> list[str]:
-    """``experiments.simulator_study``'s ``paired.csv`` means against its per-unit stage files
-    (``stages/outcomes_*``, ``nll_*``, ``disc_*``: each user model's outcome per goal, turn and
-    held-out history): calibrated (pooled over fits) minus prompted, unit by unit. Nothing to check
-    where the study is not shipped."""
+    """``experiments.simulator_study``'s ``paired.csv`` means against its per-unit file ``units.json``
+    (each user model's outcome per goal, turn and held-out history): calibrated (pooled over fits)
+    minus prompted, unit by unit. Nothing to check where the study is not shipped."""
     if not (root / folder / "paired.csv").is_file():
         return []
-    stages = root / folder / "stages"
-    load = lambda name: json.loads((stages / f"{name}.json").read_text(encoding="utf-8"))  # noqa: E731
+    found = json.loads((root / folder / "units.json").read_text(encoding="utf-8"))
     units = {"goal_disclosure": ("outcomes", "disclosed"), "accept_right": ("outcomes", "right"), "accept_wrong": ("outcomes", "wrong"),
              "nll": ("nll", None), "discriminator_wins": ("disc", "per_history")}
 
     def values(user: str, measure: str) -> np.ndarray:
-        stage, key = units[measure]
-        v = load(f"{stage}_{user}")
+        part, key = units[measure]
+        v = found[user][part]
         return np.asarray(v if key is None else v[key], float)
 
     out = []
