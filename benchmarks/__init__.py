@@ -13,14 +13,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import torch
+
 from shiftbounds.utils.io import atomic_write_text, markdown_table, run_environment, write_json
 
 
 def best_time(fn: Callable[[], Any], repeats: int, *, warmup: bool = False) -> float:
     """Smallest wall time of ``repeats`` calls (seconds), after one untimed call if ``warmup``;
     CUDA work is synchronised around each call."""
-    import torch
-
     sync = torch.cuda.synchronize if torch.cuda.is_available() else (lambda: None)
     if warmup:
         fn()

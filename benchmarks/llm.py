@@ -31,6 +31,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 import torch
+from transformers import TrainerCallback
 
 from benchmarks import best_time, write_report
 from benchmarks.reference import TinyLM, dialogue_pg_loss, load_causal_lm, roll_out_batch, span_nll
@@ -70,8 +71,6 @@ PROBLEMS = [Problem(f"Tom has {i} apples and buys {i + 3} more. How many apples 
 
 def _grpo_step(a: LLMBenchConfig, agent, atok, goals) -> tuple[float, float]:
     """Tokens per second of one multi-turn GRPO step through TRL and through the hand-written path."""
-    from transformers import TrainerCallback  # heavy optional dependency, imported on use
-
     convs = [Conversation(f"c{i}", f"goal {i}", (Message("user", "a latte please"),)) for i in range(a.batch)]
     steps = 2 * a.repeats + 1  # the first step of each path warms up
     with tempfile.TemporaryDirectory() as tmp:

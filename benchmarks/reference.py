@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, LlamaConfig
 
 from shiftbounds.conversations.classifiers import SpanBatch
 from shiftbounds.conversations.rule_user import RuleUser, is_acceptance
@@ -89,8 +90,6 @@ class TinyLM:
 
 def tiny_config(spec: TinyLM, vocab_size: int):
     """The ``transformers`` config of a tiny model of shape ``spec`` (GPT-2 or Llama family)."""
-    from transformers import GPT2Config, LlamaConfig
-
     if spec.family == "gpt2":
         return GPT2Config(vocab_size=vocab_size, n_positions=spec.max_len, n_embd=spec.d_model, n_layer=spec.n_layer,
                           n_head=spec.n_head, bos_token_id=257, eos_token_id=258, pad_token_id=256,
@@ -103,8 +102,6 @@ def tiny_config(spec: TinyLM, vocab_size: int):
 
 def build_tiny(spec: TinyLM, vocab_size: int, *, seed: int = 0):
     """A randomly initialised ``transformers`` causal LM of the given shape."""
-    from transformers import AutoModelForCausalLM
-
     with torch_init_seed(seed, "tiny_lm"):  # layer initialisation, global generator untouched
         return AutoModelForCausalLM.from_config(tiny_config(spec, vocab_size))
 
@@ -124,8 +121,6 @@ def load_causal_lm(path: str | Path | None, spec: TinyLM | None = None, *, speci
         tok = ByteTokenizer(special_tokens)
         model = build_tiny(spec or TinyLM(), tok.vocab_size, seed=seed)
     else:
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         p = Path(path)
         if not (p / "config.json").exists():
             raise ValueError(f"{p} holds no transformers model (no config.json); give a local model folder or omit the path")

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 
 import torch
+from transformers import GPT2Config, GPT2LMHeadModel
 
 from benchmarks import best_time, write_report
 from shiftbounds.dialogue.neural.rollout import NeuralUser, rollout
@@ -98,8 +99,6 @@ def main(argv: list[str] | None = None) -> dict:
         "no cache": best_time(lambda: rollout_no_cache(vocab, agent, user_net, goals, g), a.repeats),
     }
     try:
-        from transformers import GPT2Config, GPT2LMHeadModel
-
         hf_cfg = GPT2Config(vocab_size=vocab.size, n_positions=2 + 2 * a.horizon, n_embd=64, n_layer=2, n_head=4,
                             bos_token_id=BOS, eos_token_id=None)
         with torch_init_seed(a.seed, "hf_networks"):

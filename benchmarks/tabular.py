@@ -25,6 +25,7 @@ import warnings
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
+import torch
 
 from benchmarks import best_time, write_report
 from shiftbounds.constructions import random_policy
@@ -108,8 +109,6 @@ def main(argv: list[str] | None = None) -> dict:
     d_ref, V_ref = loop_evaluate(T[0], r[0], mu[0], pi[0])
     assert np.allclose(occupancy(mdp, pi)[0], d_ref) and np.allclose((q_values(mdp, pi)[0] * pi[0]).sum(-1), V_ref[:-1])
     eff_bw = 2 * T.nbytes / (t_occ + t_q)  # each recursion reads every transition once
-    import torch
-
     tm = TabularMDP(*(torch.from_numpy(x) for x in (T, r, mu)))  # zero-copy views
     tp = torch.from_numpy(pi)
     t_torch = best_time(lambda: occupancy(tm, tp), a.repeats) + best_time(lambda: q_values(tm, tp), a.repeats)

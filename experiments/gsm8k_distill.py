@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import TextIO
 
 import numpy as np
+from accelerate import PartialState
+from transformers import GPT2Config
 
 from shiftbounds.conversations.calibration import TrainingConfig, train_sft
 from shiftbounds.conversations.models import build_tiny_chat_model, check_model_folder, load_chat_model
@@ -93,8 +95,6 @@ def memory_estimate(cfg: GSM8KConfig) -> dict:
     """Device memory for one process (:mod:`shiftbounds.utils.memory`): the teacher resident, one
     student trained on ``batch`` sequences of ``prompt_len + max_new`` tokens, generation by the
     student on as many."""
-    from transformers import GPT2Config
-
     tiny = GPT2Config(vocab_size=cfg.vocab_size + 8, n_positions=1024, n_embd=cfg.d_model, n_layer=cfg.n_layer, n_head=4)
     teacher, student = (model_shape(path or tiny) for path in (cfg.teacher_model, cfg.student_model))
     seq = cfg.prompt_len + cfg.max_new
@@ -107,8 +107,6 @@ def _sft_examples(problems) -> list[dict]:
 
 
 def run(cfg: GSM8KConfig, stream: TextIO | None = None) -> dict:
-    from accelerate import PartialState
-
     state = PartialState()
     out = Path(cfg.out_dir)
     if state.is_main_process:

@@ -73,6 +73,8 @@ import time
 from pathlib import Path
 from typing import TextIO
 
+from accelerate import PartialState
+
 from shiftbounds.conversations.models import METADATA
 from shiftbounds.conversations.pretrained import SMOLLM2, cache_home
 from shiftbounds.conversations.taskmaster import CUSTOMER_PERSONA
@@ -152,8 +154,6 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
     (:func:`stage_needs`), so every output is the same bytes with any
     number of workers and whatever ``--threads``; under ``accelerate launch`` the processes train
     data-parallel."""
-    from accelerate import PartialState
-
     t0 = time.perf_counter()
     state = PartialState()
     out = Path(cfg.out_dir)

@@ -20,16 +20,18 @@ import tempfile
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import trl
+from datasets import Dataset
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+from trl import SFTConfig, SFTTrainer
 
 from shiftbounds.conversations.models import chat_ids, load_chat_model, save_chat_model, text_ids, user_turn_text
 from shiftbounds.conversations.records import ConversationData, as_conversations
 from shiftbounds.conversations.rollouts import agent_prompt
 from shiftbounds.conversations.simulators import PERSONA, VIEWS, goal_text, simulator_view
 from shiftbounds.utils.progress import attach_progress
-
-if TYPE_CHECKING:  # annotations only: the heavy import stays on use
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 GOAL_HEADER = "The user's goal: {goal}."
 """The system message that leads a goal-annotated pretraining conversation (:func:`dialogue_examples`);
@@ -188,9 +190,6 @@ def sft_trainer(examples: list[dict[str, Any]], model: PreTrainedModel, tokenize
     their completions only, ``messages`` examples on every token, or with ``assistant_only`` on the
     assistant's tokens only (the template's ``{% generation %}`` markers); progress lines are named
     ``label``."""
-    from datasets import Dataset
-    from trl import SFTConfig, SFTTrainer
-
     args = SFTConfig(output_dir=str(output_dir), max_steps=cfg.steps, per_device_train_batch_size=cfg.batch,
                      learning_rate=cfg.lr, max_length=cfg.max_length, completion_only_loss=True,
                      **({"assistant_only_loss": True} if assistant_only else {}), seed=cfg.seed,
@@ -222,8 +221,6 @@ def train_sft(examples: list[dict[str, Any]], base: str | Path, out_dir: str | P
               metadata: dict[str, Any], assistant_only: bool = False) -> Path:
     """SFT the model ``base`` (a Hub id or folder) on ``examples`` and save it at ``out_dir`` with
     ``metadata`` (plus the training loss, settings and TRL version)."""
-    import trl
-
     model, tok = load_chat_model(base)
     warn_long_examples(examples, tok, cfg.max_length)
     model.train()

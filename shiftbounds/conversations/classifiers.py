@@ -9,13 +9,10 @@ tokens for a user simulator, agent tokens for an agent). Sequences are right-pad
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 import torch.nn as nn
-
-if TYPE_CHECKING:  # annotations only: the heavy import stays on use
-    from transformers import PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 
 @dataclass(frozen=True)

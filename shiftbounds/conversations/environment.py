@@ -34,6 +34,9 @@ import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from datasets import Dataset
+from trl.chat_template_utils import qwen3_chat_template
+
 from shiftbounds.conversations.records import ConversationData, as_conversations
 from shiftbounds.conversations.simulators import UserSimulator
 from shiftbounds.conversations.tasks import Judge
@@ -143,8 +146,6 @@ def environment_dataset(convs: ConversationData, system: str, *, seed: int = 0, 
     Raises:
         ValueError: a conversation without a goal (naming it), or ``repeat < 1``.
     """
-    from datasets import Dataset
-
     if repeat < 1:
         raise ValueError(f"repeat must be >= 1; got {repeat}")
     convs = as_conversations(convs)
@@ -161,6 +162,4 @@ def tool_calling_chat_template() -> str:
     """A Qwen-style ChatML chat template that renders tools and tool calls and that TRL recognises
     (it sets the response parser for it): the installed TRL's own Qwen3 template. Give it to a tiny
     model's tokenizer (with ``<|im_end|>`` as EOS) to train it through ``environment_factory``."""
-    from trl.chat_template_utils import qwen3_chat_template
-
     return qwen3_chat_template

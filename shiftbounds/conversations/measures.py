@@ -19,10 +19,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from shiftbounds.conversations.classifiers import RewardModel, classifier_scores, fit_classifier
 from shiftbounds.conversations.models import load_chat_model, model_positions
@@ -33,9 +34,6 @@ from shiftbounds.conversations.tasks import Judge, Probe, ProbeBuilder, ProbeSet
 from shiftbounds.losses import token_log_probs
 from shiftbounds.utils.seeding import derive_seed, numpy_rng, torch_init_seed
 from shiftbounds.utils.stats import auc_ci, mean_ci, proportion_ci, roc_auc
-
-if TYPE_CHECKING:  # annotations only: the heavy import stays on use
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 TURN_EDGES = (0, 2, 4, 8)
 """User-turn index buckets of the per-turn tables: 0-1, 2-3, 4-7, 8+."""

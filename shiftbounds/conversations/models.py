@@ -11,15 +11,21 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from transformers import (
+    AutoModelForCausalLM,
+    AutoTokenizer,
+    GPT2Config,
+    GPT2LMHeadModel,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+)
 
 from shiftbounds.utils.io import atomic_write_text
 from shiftbounds.utils.seeding import torch_init_seed
-
-if TYPE_CHECKING:  # annotations only: the heavy import stays on use
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 ROLE_MARKERS = ("<|system|>", "<|user|>", "<|assistant|>", "<|end|>", "<|pad|>")
 CHAT_TEMPLATE = (
@@ -47,9 +53,6 @@ def build_tiny_chat_model(folder: str | Path, texts: Iterable[str], *, vocab_siz
     ``chat_template`` of the ChatML family (``<|im_start|>role ... <|im_end|>``, e.g. one that renders
     tool calls, :func:`~shiftbounds.conversations.environment.tool_calling_chat_template`), the
     tokenizer's special tokens are :data:`CHATML_MARKERS` and that template is saved instead."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import GPT2Config, GPT2LMHeadModel, PreTrainedTokenizerFast
-
     markers = list(ROLE_MARKERS) if chat_template is None else list(CHATML_MARKERS)
     core = Tokenizer(models.BPE())
     core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
@@ -175,8 +178,6 @@ def load_chat_model(name_or_path: str | Path, *, device: str | torch.device = "c
     Raises:
         ValueError: naming the model when its tokenizer has no chat template.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(str(name_or_path))
     if not tok.chat_template:
         raise ValueError(f"the tokenizer of {name_or_path} has no chat template; set tokenizer.chat_template and save it")

@@ -25,9 +25,14 @@ import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+import torch
+import trl
+from datasets import Dataset
+from transformers import PreTrainedModel, PreTrainedTokenizerBase, TrainerCallback
+from trl import GRPOConfig, GRPOTrainer
 
 from shiftbounds.conversations.calibration import Reporting
 from shiftbounds.conversations.models import load_chat_model, save_chat_model, trainer_counts_positions_from_mask
@@ -46,9 +51,6 @@ from shiftbounds.conversations.simulators import UserSimulator
 from shiftbounds.utils.progress import attach_progress
 from shiftbounds.utils.seeding import derive_seed
 from shiftbounds.utils.stats import mean_ci
-
-if TYPE_CHECKING:  # annotations only: the heavy import stays on use
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 PARADIGMS = ("static", "interactive", "calibrated")
 SYSTEM = "You are a helpful assistant."
@@ -133,9 +135,6 @@ def resolve_system(system: str | None, agent: str | Path | None) -> str:
 
 def grpo_config(cfg: ParadigmConfig, output_dir: str | Path):
     """The ``trl.GRPOConfig`` every paradigm trains with."""
-    import torch
-    from trl import GRPOConfig
-
     return GRPOConfig(output_dir=str(output_dir), max_steps=cfg.steps, per_device_train_batch_size=cfg.batch,
                       num_generations=cfg.num_generations, learning_rate=cfg.lr, beta=cfg.beta,
                       reward_weights=[1.0, cfg.credit_weight] if cfg.credit_weight > 0 else None,
@@ -171,9 +170,6 @@ def paradigm_trainer(paradigm: str, agent: str | Path, convs: ConversationData, 
         credit: a partial-credit judge, paid with weight ``cfg.credit_weight`` beside ``judge``.
     """
     convs = as_conversations(convs)
-    from datasets import Dataset
-    from trl import GRPOTrainer
-
 
     if paradigm not in PARADIGMS:
         raise ValueError(f"paradigm must be one of {PARADIGMS}; got {paradigm!r}")
@@ -206,8 +202,6 @@ def paradigm_trainer(paradigm: str, agent: str | Path, convs: ConversationData, 
 def _fingerprint(model: PreTrainedModel) -> list[tuple[float, float]]:
     """Per parameter tensor, its sum and sum of squares in float64: two numbers that any update
     to the tensor moves (almost surely), without a second copy of the weights in memory."""
-    import torch
-
     with torch.no_grad():
         return [(float(p.double().sum()), float(p.double().square().sum())) for p in model.parameters()]
 
@@ -251,8 +245,6 @@ def attach_curve(trainer, checkpoint: Checkpoint, every: int) -> dict[str, Any]:
     {name: [[...], ...]}}`` (per measure, one row per checkpoint). The model is measured in eval mode
     and handed back in the mode it was in; a ``checkpoint`` that draws only from its own generators
     leaves the training run unchanged."""
-    from transformers import TrainerCallback
-
     if every < 1:
         raise ValueError(f"a training curve needs every >= 1 steps; got {every}")
     curve: dict[str, Any] = {"steps": [], "outcomes": {}}
@@ -293,8 +285,6 @@ def train_paradigm(paradigm: str, agent: str | Path, convs: ConversationData, ju
     :func:`attach_curve` measures (``curve`` in ``shiftbounds.json``). ``resume``: continue from the
     last checkpoint in ``cfg.reporting.checkpoint_dir`` (saved with ``save_strategy="steps"``) to the
     same agent as an uninterrupted run (the rollouts' draws are keyed by the step)."""
-    import trl
-
     convs = as_conversations(convs)
     if checkpoint is not None and curve_every < 1:
         raise ValueError(f"a checkpoint measure needs curve_every >= 1; got {curve_every}")

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
 from shiftbounds.conversations.models import METADATA, build_tiny_chat_model, load_chat_model
 from shiftbounds.utils.io import atomic_write_text
@@ -130,8 +131,6 @@ def convert_gguf(gguf: Path, out: Path, *, chat_template: str = CHATML_GENERATIO
     in ``shiftbounds.json``. Written into a temporary folder beside ``out``, checked
     (:func:`check_model`, with ``parameters``) and only then renamed: a folder at ``out`` is
     complete and checked."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     tok = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     model.hf_quantizer = None
@@ -215,8 +214,6 @@ def random_smollm2(folder: str | Path, texts: list[str], *, seed: int = 0, n_lay
     for memory, speed and utilisation where the real model cannot be had. Its vocabulary is the small
     tokenizer's, not SmolLM2's 49,152 tokens (about 28M fewer embedding parameters); say so wherever
     its numbers are reported."""
-    from transformers import AutoModelForCausalLM, LlamaConfig, LlamaForCausalLM
-
     folder = Path(folder)
     build_tiny_chat_model(folder, texts, vocab_size=1024, d_model=32, n_layer=1, n_head=2, seed=seed,
                           chat_template=CHATML_GENERATION_TEMPLATE)

@@ -30,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from datasets import Dataset
+
 from shiftbounds.conversations.taskmaster import goal_text
 from shiftbounds.dialogue.tasks import user_acts
 from shiftbounds.utils.io import atomic_write_text, jsonl_records
@@ -188,8 +190,6 @@ def write_conversations(path: str | Path, convs: Iterable[Conversation]) -> Path
 def to_dataset(convs: Iterable[Conversation]):
     """A ``datasets.Dataset`` with columns ``id``, ``goal`` (JSON text: goals of any shape fit one
     column) and ``messages``."""
-    from datasets import Dataset
-
     rows = [c.as_dict() for c in convs]
     return Dataset.from_list([{**r, "goal": json.dumps(r["goal"])} for r in rows])
 

@@ -22,16 +22,16 @@ refused with an error).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from datasets import Dataset
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from shiftbounds.conversations.models import chat_ids
 from shiftbounds.conversations.sampling import sample_batch
 from shiftbounds.conversations.simulators import UserSimulator, respond_all
 from shiftbounds.conversations.tasks import Judge
 from shiftbounds.utils.seeding import derive_seed, torch_generator
-
-if TYPE_CHECKING:  # annotations only: the heavy import stays on use
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 KEY_TAG = "[conversation {key}]"
 
@@ -171,8 +171,6 @@ def static_context_dataset(convs, system: str):
     agent's tagged system prompt (:func:`agent_prompt`, key ``<id>#<turn>``) and the logged history
     before that turn; returns ``(datasets.Dataset, goals by key)``. The trainer's own single-turn
     generation completes each context once per generation."""
-    from datasets import Dataset
-
     rows, goals = [], {}
     for c in convs:
         msgs = [m.as_dict() for m in c.messages if m.role in ("user", "assistant")]

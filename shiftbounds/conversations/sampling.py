@@ -10,14 +10,11 @@ first stop token, and the loop ends when all rows have stopped. Randomness comes
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 import torch
+from transformers import PreTrainedModel
 
 from shiftbounds import losses
-
-if TYPE_CHECKING:  # annotations only: the heavy import stays on use
-    from transformers import PreTrainedModel
 
 
 def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device | str) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

@@ -16,9 +16,10 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Sequence
 from math import comb
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from shiftbounds.conversations.paradigms import evaluate_agent
 from shiftbounds.conversations.records import ConversationData, as_conversations
@@ -27,9 +28,6 @@ from shiftbounds.conversations.tasks import Judge
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.seeding import derive_seed
 from shiftbounds.utils.stats import proportion_ci
-
-if TYPE_CHECKING:  # annotations only: the heavy import stays on use
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 
 def mixed_group_share(successes: Sequence[int], draws: int, group: int) -> float:

@@ -24,9 +24,10 @@ import json
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from shiftbounds.conversations.models import METADATA, chat_ids, load_chat_model, text_ids, user_turn_prefix, user_turn_text
 from shiftbounds.conversations.rule_user import RuleUser
@@ -34,9 +35,6 @@ from shiftbounds.conversations.sampling import sample_batch
 from shiftbounds.conversations.tasks import order_items, placed_orders
 from shiftbounds.dialogue.tasks import CLARIFY, ENDING_ACTS, user_acts
 from shiftbounds.utils.seeding import numpy_rng, torch_generator
-
-if TYPE_CHECKING:  # annotations only: the heavy import stays on use
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 PERSONA = ("You are a user talking to an assistant. Your goal: {goal}. Reply briefly, as the user would, "
            "and never reveal that you are a simulation.")

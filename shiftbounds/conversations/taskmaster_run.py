@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from transformers import GPT2Config
+
 from shiftbounds.conversations import taskmaster_study as study
 from shiftbounds.conversations.calibration import CalibrationConfig, TrainingConfig, calibrate, sft_agent
 from shiftbounds.conversations.measures import logged_confirmations
@@ -167,9 +169,6 @@ def memory_estimate(cfg: RealDialogueConfig) -> dict:
     """Device memory per stage for one process (:mod:`shiftbounds.utils.memory`), from ``--base-model``'s
     config (or the corpus-made model's), counting the models each stage keeps resident: SFT trains
     one model; GRPO holds the policy, its reference when ``--beta`` > 0, and the LM simulators."""
-    from transformers import GPT2Config
-
-
     m = model_shape(cfg.base_model or GPT2Config(vocab_size=cfg.vocab_size + 8, n_positions=max(1024, cfg.max_len),
                                                  n_embd=cfg.d_model, n_layer=cfg.n_layer, n_head=4))
     rl_len = cfg.max_len + cfg.turns * (cfg.max_new + cfg.user_new)

@@ -12,7 +12,8 @@ from __future__ import annotations
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from shiftbounds.conversations.calibration import GOAL_HEADER, TrainingConfig, pretrain
 from shiftbounds.conversations.measures import discriminator_auc_by_turn, nll_by_turn, sycophancy_report
@@ -32,9 +33,6 @@ from shiftbounds.conversations.tasks import (
     taskmaster4_stop,
 )
 from shiftbounds.utils.seeding import derive_seed, numpy_rng
-
-if TYPE_CHECKING:  # annotations only: the heavy import stays on use
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 LOGGED_CALIBRATED = "logged opening, then calibrated"
 """The training simulator that opens with the training dialogue's logged human request and

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from shiftbounds.conversations.measures import (
     TURN_EDGES,
@@ -39,9 +40,6 @@ from shiftbounds.conversations.models import model_positions
 from shiftbounds.conversations.simulators import UserSimulator, goal_text
 from shiftbounds.utils.seeding import derive_seed
 from shiftbounds.utils.stats import auc_ci, crossed_bootstrap_ci, proportion_ci, roc_auc
-
-if TYPE_CHECKING:  # annotations only: the heavy import stays on use
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 PROBE_L2 = 1.0
 """The discriminator's L2 penalty on standardised features (per example: the loss is the mean log

@@ -18,17 +18,14 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from shiftbounds.conversations.models import chat_ids
 from shiftbounds.conversations.sampling import sample_batch
 from shiftbounds.conversations.taskmaster import default_data_dir
 from shiftbounds.losses import distillation_loss, log_probs, noised_log_probs
-
-if TYPE_CHECKING:  # annotations only: the heavy import stays on use
-    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 METHODS = ("bc", "opd-F", "opd-R", "nail-F", "nail-R", "nail-Mixed")
 DIVERGENCE = {"F": "forward", "R": "reverse", "Mixed": "mixed"}

@@ -20,77 +20,70 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import torch
+from datasets import Dataset
+from transformers import PreTrainedTokenizerBase
+from trl import DistillationConfig
+from trl.trainer.distillation_trainer import DistillationTrainer
 
 from shiftbounds.conversations.models import load_chat_model, trainer_counts_positions_from_mask
 from shiftbounds.distill.gsm8k import METHODS, NoisyTeacher, Problem, on_policy_loss, prompt_messages, sample_completions
 from shiftbounds.utils.progress import attach_progress
 
-if TYPE_CHECKING:  # annotations only: the heavy import stays on use
-    from transformers import PreTrainedTokenizerBase
-
 ON_POLICY = tuple(m for m in METHODS if m != "bc")
 
 
-def _trl_trainer_class():
-    from trl.trainer.distillation_trainer import DistillationTrainer
+class NoisyTeacherDistillationTrainer(DistillationTrainer):
+    """TRL's on-policy distillation trainer with the noisy teacher and the paper's losses.
 
-    class NoisyTeacherDistillationTrainer(DistillationTrainer):
-        """TRL's on-policy distillation trainer with the noisy teacher and the paper's losses.
+    Args (besides ``DistillationTrainer``'s):
+        method: one of :data:`ON_POLICY`; ``nail-*`` needs a config from :func:`distillation_config`
+            with greedy generation.
+        noise: the teacher's noise law.
+        mixed_beta: the weight of the mixed divergence.
+    """
 
-        Args (besides ``DistillationTrainer``'s):
-            method: one of :data:`ON_POLICY`; ``nail-*`` needs a config from :func:`distillation_config`
-                with greedy generation.
-            noise: the teacher's noise law.
-            mixed_beta: the weight of the mixed divergence.
-        """
+    def __init__(self, *args, method: str, noise: NoisyTeacher, mixed_beta: float = 0.5, **kwargs) -> None:
+        if method not in ON_POLICY:
+            raise ValueError(f"method must be one of {ON_POLICY}; got {method!r}")
+        greedy = (kwargs["args"].generation_kwargs or {}).get("do_sample") is False
+        if greedy != method.startswith("nail"):
+            raise ValueError(f"{method} needs {'greedy' if method.startswith('nail') else 'sampled'} prefixes; "
+                             "build its config with distillation_config(method, ...)")
+        super().__init__(*args, **kwargs)
+        self.method, self.noise, self.mixed_beta = method, noise, mixed_beta
+        self.last_completions: list[list[int]] = []
 
-        def __init__(self, *args, method: str, noise: NoisyTeacher, mixed_beta: float = 0.5, **kwargs) -> None:
-            if method not in ON_POLICY:
-                raise ValueError(f"method must be one of {ON_POLICY}; got {method!r}")
-            greedy = (kwargs["args"].generation_kwargs or {}).get("do_sample") is False
-            if greedy != method.startswith("nail"):
-                raise ValueError(f"{method} needs {'greedy' if method.startswith('nail') else 'sampled'} prefixes; "
-                                 "build its config with distillation_config(method, ...)")
-            super().__init__(*args, **kwargs)
-            self.method, self.noise, self.mixed_beta = method, noise, mixed_beta
-            self.last_completions: list[list[int]] = []
+    def _generate_single_turn(self, *args, **kwargs):
+        completions = super()._generate_single_turn(*args, **kwargs)
+        self.last_completions = [list(c) for c in completions]  # the prefixes the loss is taken at
+        return completions
 
-        def _generate_single_turn(self, *args, **kwargs):
-            completions = super()._generate_single_turn(*args, **kwargs)
-            self.last_completions = [list(c) for c in completions]  # the prefixes the loss is taken at
-            return completions
-
-        def _compute_loss(self, unwrapped_student, inputs, num_items_in_batch):
-            ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
-            att = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
-            n = inputs["completion_ids"].size(1)
-            mask = inputs["completion_mask"].float()
-            student = unwrapped_student(input_ids=ids, attention_mask=att).logits[:, -n - 1: -1]
-            teacher = self.accelerator.unwrap_model(self.teacher_model)
-            teacher.eval()
-            with torch.no_grad():
-                teacher_logits = teacher(input_ids=ids, attention_mask=att).logits[:, -n - 1: -1]
-            total = on_policy_loss(self.method, student, teacher_logits, self.noise, mask, mixed_beta=self.mixed_beta,
-                                   reduction="sum")
-            n_valid = mask.sum()
-            denominator = num_items_in_batch if num_items_in_batch is not None else n_valid.clamp(min=1.0)
-            with torch.no_grad():
-                p = torch.softmax(student.float(), -1)
-                entropy = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
-            return total / denominator, (entropy * mask).sum(), n_valid
-
-    return NoisyTeacherDistillationTrainer
+    def _compute_loss(self, unwrapped_student, inputs, num_items_in_batch):
+        ids = torch.cat([inputs["prompt_ids"], inputs["completion_ids"]], dim=1)
+        att = torch.cat([inputs["prompt_mask"], inputs["completion_mask"]], dim=1)
+        n = inputs["completion_ids"].size(1)
+        mask = inputs["completion_mask"].float()
+        student = unwrapped_student(input_ids=ids, attention_mask=att).logits[:, -n - 1: -1]
+        teacher = self.accelerator.unwrap_model(self.teacher_model)
+        teacher.eval()
+        with torch.no_grad():
+            teacher_logits = teacher(input_ids=ids, attention_mask=att).logits[:, -n - 1: -1]
+        total = on_policy_loss(self.method, student, teacher_logits, self.noise, mask, mixed_beta=self.mixed_beta,
+                               reduction="sum")
+        n_valid = mask.sum()
+        denominator = num_items_in_batch if num_items_in_batch is not None else n_valid.clamp(min=1.0)
+        with torch.no_grad():
+            p = torch.softmax(student.float(), -1)
+            entropy = -(p * torch.log(p.clamp_min(1e-30))).sum(-1)
+        return total / denominator, (entropy * mask).sum(), n_valid
 
 
 def distillation_config(method: str, output_dir: str | Path, *, steps: int, batch: int, lr: float, max_new: int, seed: int):
     """The ``trl.DistillationConfig`` of an on-policy method: the student's prefixes sampled at
     temperature 1 (OPD, no top-k / top-p) or greedy (NAIL); the teacher's temperature lives in the
     :class:`~shiftbounds.distill.gsm8k.NoisyTeacher`, not here."""
-    from trl import DistillationConfig
-
     if method not in ON_POLICY:
         raise ValueError(f"method must be one of {ON_POLICY}; got {method!r}")
     return DistillationConfig(output_dir=str(output_dir), max_steps=steps, per_device_train_batch_size=batch, learning_rate=lr,
@@ -107,14 +100,10 @@ def on_policy_trainer(method: str, student: str | Path, teacher: str | Path, pro
     student and teacher given as model folders or Hub ids (they must share a tokenizer); both count
     positions from the attention mask
     (:func:`~shiftbounds.conversations.models.count_positions_from_mask`), as prompts are left-padded."""
-    from datasets import Dataset
-
-
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     _, tok = load_chat_model(student)
     tok.padding_side = "left"
-    cls = _trl_trainer_class()
-    trainer = cls(model=str(student), teacher_model=str(teacher), method=method, noise=noise,
+    trainer = NoisyTeacherDistillationTrainer(model=str(student), teacher_model=str(teacher), method=method, noise=noise,
                   args=distillation_config(method, output_dir, steps=steps, batch=batch, lr=lr, max_new=max_new, seed=seed),
                   train_dataset=Dataset.from_list([{"prompt": prompt_messages(p)} for p in problems]), processing_class=tok)
     return attach_progress(trainer_counts_positions_from_mask(trainer, "model", "teacher_model"), method)

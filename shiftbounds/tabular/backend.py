@@ -11,18 +11,14 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-
-try:  # torch is a declared dependency, but the exact engine must not fail to import without it
-    import torch
-except ImportError:  # pragma: no cover - exercised only on installs without torch
-    torch = None  # type: ignore[assignment]
+import torch
 
 Array = Any  # numpy.ndarray or torch.Tensor
 
 
 def is_torch(x: Array) -> bool:
     """True when ``x`` is a torch tensor."""
-    return torch is not None and isinstance(x, torch.Tensor)
+    return isinstance(x, torch.Tensor)
 
 
 def push_forward(joint: Array, kernel: Array) -> Array:

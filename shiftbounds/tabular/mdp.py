@@ -184,9 +184,7 @@ def uniform_policy(horizon: int, n_states: int, n_actions: int) -> np.ndarray:
 def deterministic_policy(actions: Array, n_actions: int) -> Array:
     """One-hot policy from integer ``actions[..., t, s]``; shape ``[..., H, S, A]``."""
     if B.is_torch(actions):
-        import torch
-
-        return torch.nn.functional.one_hot(actions.long(), n_actions).double()
+        return B.torch.nn.functional.one_hot(actions.long(), n_actions).double()
     actions = np.asarray(actions)
     if actions.size and (actions.min() < 0 or actions.max() >= n_actions):
         raise ValueError(f"actions must lie in [0, {n_actions}); got range [{actions.min()}, {actions.max()}]")

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+import torch
 import yaml
 
 from shiftbounds.utils.io import StaleFolderError
@@ -48,8 +49,6 @@ def set_threads(n: int) -> int:
     """Set torch's intra-op (and, where still possible, inter-op) thread pools to ``n``; once per process."""
     if n < 1:
         raise ValueError(f"--threads must be >= 1; got {n}")
-    import torch
-
     torch.set_num_threads(n)
     try:
         torch.set_num_interop_threads(n)

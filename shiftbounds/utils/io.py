@@ -11,14 +11,18 @@ import io
 import json
 import math
 import os
+import platform
+import subprocess
 import tempfile
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, fields, is_dataclass
+from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import torch
 
 
 def _jsonable(x: Any) -> Any:
@@ -137,8 +141,6 @@ def atomic_torch_save(obj: Any, path: str | os.PathLike) -> Path:
     """``torch.save`` to a temporary sibling, then rename: a killed run leaves no half-written checkpoint.
     Serialised in memory first, so the archive's record names do not carry the temporary file's
     random name: the same object gives the same bytes."""
-    import torch
-
     buf = io.BytesIO()
     torch.save(obj, buf)
     return atomic_replace(path, lambda tmp: Path(tmp).write_bytes(buf.getvalue()))
@@ -148,12 +150,6 @@ def run_environment() -> dict[str, Any]:
     """What a results folder records about the software and machine that made it: package, Python,
     NumPy, torch and (when installed) transformers / TRL versions, the git commit of the package's
     checkout when there is one, the devices, the CPU model, torch's CPU kernel level and thread count."""
-    import platform
-    import subprocess
-    from importlib import metadata
-
-    import torch
-
     def version(pkg: str) -> str | None:
         try:
             return metadata.version(pkg)
@@ -184,8 +180,6 @@ def run_environment() -> dict[str, Any]:
 def _cpu_model() -> str | None:
     """The processor's model name (``/proc/cpuinfo`` on Linux, ``platform.processor()`` elsewhere):
     torch may round differently on another CPU type, so a results folder records which one made it."""
-    import platform
-
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers import AutoConfig, AutoModelForCausalLM
 
 GIB = 2**30
 
@@ -48,8 +49,6 @@ class ModelShape:
 def model_shape(config) -> ModelShape:
     """The shape of a ``transformers`` config, or of a local model folder's ``config.json``;
     parameters are counted on the meta device (no memory is allocated, no weights read)."""
-    from transformers import AutoConfig, AutoModelForCausalLM
-
     if isinstance(config, (str, Path)):
         if not (Path(config) / "config.json").exists():
             raise ValueError(f"{config} holds no transformers model (no config.json)")

@@ -6,6 +6,8 @@ import sys
 import time
 from typing import TextIO
 
+from transformers import PrinterCallback, TrainerCallback
+
 
 def format_seconds(seconds: float) -> str:
     """``"1h02m"``, ``"3m07s"`` or ``"12s"``."""
@@ -57,8 +59,6 @@ def attach_progress(trainer, label: str, stream: TextIO | None = None, min_inter
 
     A step that logs is counted once its log arrives (the trainer calls ``on_step_end`` before
     ``on_log``), so a line shows the loss of the step it counts."""
-    from transformers import PrinterCallback, TrainerCallback
-
     class _ProgressCallback(TrainerCallback):
         def __init__(self) -> None:
             self.progress: Progress | None = None

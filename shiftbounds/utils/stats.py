@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize as _optimize
 from scipy import stats as _stats
+from scipy.stats import rankdata
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,6 @@ def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
     pos, neg = scores[labels], scores[~labels]
     if pos.size == 0 or neg.size == 0:
         raise ValueError(f"AUC needs both classes; got {pos.size} positives and {neg.size} negatives")
-    from scipy.stats import rankdata
-
     ranks = rankdata(np.concatenate([pos, neg]))
     return float((ranks[: pos.size].sum() - pos.size * (pos.size + 1) / 2) / (pos.size * neg.size))
 

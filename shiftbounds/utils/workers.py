@@ -25,6 +25,8 @@ from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, S
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from typing import Any
 
+import torch
+
 from shiftbounds.utils.progress import Progress
 
 EXECUTORS = ("local", "ray")
@@ -61,8 +63,6 @@ def default_workers() -> int:
 @contextlib.contextmanager
 def one_torch_thread() -> Iterator[None]:
     """Within the block torch computes on one intra-op thread; the previous count is restored."""
-    import torch
-
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -72,8 +72,6 @@ def one_torch_thread() -> Iterator[None]:
 
 
 def _init_worker(parent: int | None = None) -> None:
-    import torch
-
     torch.set_num_threads(1)
     if parent is not None:
         threading.Thread(target=_exit_with_parent, args=(parent,), daemon=True).start()
