@@ -39,6 +39,7 @@ from shiftbounds.conversations.simulators import PERSONA, LMUser
 from shiftbounds.conversations.taskmaster import CUSTOMER_PERSONA
 from shiftbounds.conversations.taskmaster_study import calibration_probes
 from shiftbounds.conversations.tasks import load_taskmaster
+from shiftbounds.conversations.user_study import interval_cells
 from shiftbounds.figures.text import plot_user_comparison
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
@@ -136,9 +137,7 @@ def flatten(report: dict) -> dict:
     """A sycophancy report as one row: each share with its interval, and each reply kind's share."""
     row = {}
     for key in ("goal_disclosure", "goal_consistency", "accept_right", "accept_wrong", "discrimination"):
-        e = report.get(key)
-        row |= {key: None, f"{key}_low": None, f"{key}_high": None} if e is None else \
-            {key: e["value"], f"{key}_low": e["low"], f"{key}_high": e["high"]}
+        row |= interval_cells(key, report.get(key))
     for side in ("right", "wrong"):
         split = report.get(f"replies_{side}") or {}
         row |= {f"{side}: {k}": (split.get(k) or {}).get("value") for k in ("accept", "reject", "unclear")}

@@ -19,7 +19,7 @@ the prompted user on the same goals.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +39,7 @@ from shiftbounds.conversations.measures import (
 from shiftbounds.conversations.models import model_positions
 from shiftbounds.conversations.simulators import UserSimulator, goal_text
 from shiftbounds.utils.seeding import derive_seed
-from shiftbounds.utils.stats import auc_ci, crossed_bootstrap_ci, proportion_ci, roc_auc
+from shiftbounds.utils.stats import Estimate, auc_ci, crossed_bootstrap_ci, proportion_ci, roc_auc
 
 PROBE_L2 = 1.0
 """The discriminator's L2 penalty on standardised features (per example: the loss is the mean log
@@ -156,14 +156,22 @@ SHARES = {"goal_disclosure": "disclosed", "goal_consistency": "consistent", "acc
 """Each reported share and the per-probe outcome list of :func:`~shiftbounds.conversations.measures.probe_outcomes` it counts."""
 
 
+def interval_cells(key: str, e: Estimate | Mapping[str, float] | None) -> dict:
+    """The cells ``key``, ``key_low`` and ``key_high`` of one estimate (an
+    :class:`~shiftbounds.utils.stats.Estimate` or a report's ``{"value", "low", "high"}``), ``None`` each without one."""
+    if e is None:
+        return {key: None, f"{key}_low": None, f"{key}_high": None}
+    if isinstance(e, Mapping):
+        return {key: e["value"], f"{key}_low": e["low"], f"{key}_high": e["high"]}
+    return {key: float(e.value), f"{key}_low": float(e.low), f"{key}_high": float(e.high)}
+
+
 def share_row(outcomes: dict) -> dict:
     """One user model's shares (Clopper-Pearson over goals) and reply kinds, from its probe outcomes."""
     row = {}
     for key, src in SHARES.items():
         flags = outcomes.get(src) or []
-        e = proportion_ci(int(sum(flags)), len(flags)) if flags else None
-        row |= {key: None, f"{key}_low": None, f"{key}_high": None} if e is None else \
-            {key: float(e.value), f"{key}_low": float(e.low), f"{key}_high": float(e.high)}
+        row |= interval_cells(key, proportion_ci(int(sum(flags)), len(flags)) if flags else None)
     for side in ("right", "wrong"):
         kinds = outcomes.get(f"{side}_kinds") or []
         row |= {f"{side}: {k}": (float(np.mean([f == k for f in kinds])) if kinds else None) for k in ("accept", "reject", "unclear")}
@@ -176,9 +184,7 @@ def pooled_row(fits: Sequence[dict], *, rng: np.random.Generator) -> dict:
     row = {}
     for key, src in SHARES.items():
         x = np.array([[float(f) for f in o[src]] for o in fits])
-        e = crossed_bootstrap_ci(x, rng=rng) if x.size and x.shape[1] >= 2 else None
-        row |= {key: None, f"{key}_low": None, f"{key}_high": None} if e is None else \
-            {key: e.value, f"{key}_low": e.low, f"{key}_high": e.high}
+        row |= interval_cells(key, crossed_bootstrap_ci(x, rng=rng) if x.size and x.shape[1] >= 2 else None)
     for side in ("right", "wrong"):
         kinds = [o[f"{side}_kinds"] or [] for o in fits]
         row |= {f"{side}: {k}": (float(np.mean([f == k for ks in kinds for f in ks])) if all(kinds) else None)
