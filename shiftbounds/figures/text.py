@@ -228,6 +228,7 @@ def plot_user_study(result: dict, stem: Path) -> list[Path]:
     bars, nll, auc = axes[0]
     _bars_with_intervals(bars, [r["user"] for r in rows], metrics, est, labels)
     bars.set_ylabel("share (greedy replies)")
+    bars.legend(frameon=False, fontsize=5, ncol=3, loc="upper center", bbox_to_anchor=(0.5, -0.12))  # below, off the bars
     for ax, measure in ((nll, "nll"), (auc, "auc")):
         users = list(dict.fromkeys(r["user"] for r in result["by_turn"] if r["measure"] == measure))
         for i, user in enumerate(users):
