@@ -144,15 +144,27 @@ def nll(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor | None =
 # ----------------------------------------------------------------------------- policy gradient
 def group_advantages(rewards: torch.Tensor, group_size: int, normalise: bool = False) -> torch.Tensor:
     """GRPO-style group baseline: ``A_i = R_i - mean_{j in group(i)} R_j`` (optionally divided by
-    the group's standard deviation). ``rewards [B]`` with ``B`` a multiple of ``group_size``;
-    consecutive blocks of ``group_size`` share a prompt (goal)."""
-    if group_size < 1 or rewards.numel() % group_size:
-        raise ValueError(f"rewards of length {rewards.numel()} cannot be split into groups of {group_size}")
-    g = rewards.reshape(-1, group_size)  # [n_groups, group_size]
-    adv = g - g.mean(-1, keepdim=True)
+    the group's standard deviation). ``rewards [B]`` (or ``[B, T]``: per position, each position
+    against the same position of its group) with ``B`` a multiple of ``group_size``; consecutive
+    blocks of ``group_size`` share a prompt (goal)."""
+    if group_size < 1 or rewards.shape[0] % group_size:
+        raise ValueError(f"rewards of length {rewards.shape[0]} cannot be split into groups of {group_size}")
+    g = rewards.reshape(-1, group_size, *rewards.shape[1:])  # [n_groups, group_size, ...]
+    adv = g - g.mean(1, keepdim=True)
     if normalise:
-        adv = adv / (g.std(-1, keepdim=True, unbiased=False) + 1e-6)
-    return adv.reshape(-1)
+        adv = adv / (g.std(1, keepdim=True, unbiased=False) + 1e-6)
+    return adv.reshape(rewards.shape)
+
+
+def returns_to_go(rewards: torch.Tensor) -> torch.Tensor:
+    """``G_t = sum_{s >= t} r_s`` along the last dimension (undiscounted)."""
+    return rewards.flip(-1).cumsum(-1).flip(-1)
+
+
+def entropy(log_probs: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """The policy's entropy ``-sum_v p_v log p_v`` at every position of ``log_probs [..., V]``, averaged
+    over the positions of ``mask`` (default: all)."""
+    return _reduce(-(log_probs.exp() * log_probs).sum(-1), mask, "token")
 
 
 def awr_weights(returns: torch.Tensor, baseline: torch.Tensor, scale: float | torch.Tensor, beta: float = 1.0,

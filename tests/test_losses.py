@@ -9,12 +9,14 @@ import torch
 
 from shiftbounds.losses import (
     distillation_loss,
+    entropy,
     forward_kl,
     group_advantages,
     mixed_kl,
     nll,
     noised_log_probs,
     policy_gradient_loss,
+    returns_to_go,
     reverse_kl,
     selective_log_softmax,
     token_log_probs,
@@ -153,3 +155,24 @@ def test_kl_gradients_stay_finite_with_masked_actions():
         logits.grad = None
         fn(ref, torch.log_softmax(logits, -1)).backward()
         assert torch.isfinite(logits.grad[0, :2]).all() and not torch.isnan(logits.grad).any()
+
+
+def test_per_position_group_advantages_returns_to_go_and_entropy():
+    """Per-position group baselines equal the 1-D baseline applied to each position; returns-to-go
+    sum the future; the entropy is log V for a uniform policy and 0 for a deterministic one."""
+    g = torch.Generator().manual_seed(0)
+    r = torch.rand(6, 3, generator=g, dtype=torch.float64)
+    adv = group_advantages(r, 3, normalise=True)
+    for t in range(3):
+        torch.testing.assert_close(adv[:, t], group_advantages(r[:, t].contiguous(), 3, normalise=True))
+    torch.testing.assert_close(returns_to_go(r)[:, 0], r.sum(1))
+    torch.testing.assert_close(returns_to_go(r)[:, 2], r[:, 2])
+    torch.testing.assert_close(returns_to_go(r)[:, 1], r[:, 1] + r[:, 2])
+    uniform = torch.full((2, 3, 5), -torch.log(torch.tensor(5.0, dtype=torch.float64)))
+    assert entropy(uniform).item() == pytest.approx(float(torch.log(torch.tensor(5.0))))
+    sure = torch.log(torch.tensor([1.0, 1e-300, 1e-300], dtype=torch.float64)).expand(4, 3)
+    assert entropy(sure).item() == pytest.approx(0.0, abs=1e-12)
+    mask = torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 0.0]], dtype=torch.float64)  # averaged over masked positions only
+    mixed = torch.stack([uniform[0], uniform[1].clone()])
+    mixed[1, 1] = torch.log(torch.tensor([1.0] + [1e-300] * 4, dtype=torch.float64))
+    assert entropy(mixed, mask).item() == pytest.approx(2 / 3 * float(torch.log(torch.tensor(5.0))))

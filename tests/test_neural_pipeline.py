@@ -158,6 +158,28 @@ def test_train_agent_resumes_from_checkpoint(tiny, tmp_path):
         RLConfig(static_reward="vibes")
 
 
+def test_learner_options_change_training_and_default_to_todays_learner(tiny):
+    """The explicit defaults are today's learner, draw for draw; the entropy bonus, per-turn
+    returns-to-go and normalised advantages each change the trained agent (none is silently off)."""
+    prep, vocab, agent = tiny
+    sim = ExplicitUser(prep.task, prompted_simulator(0.3, 0.2))
+    base = RLConfig(steps=3, goals_per_step=4, group=2)
+
+    def trained(cfg):
+        return train_agent(vocab, agent, "interactive", cfg, torch.Generator().manual_seed(0), user=sim)[0]
+
+    ref = trained(base)
+    same = trained(RLConfig(steps=3, goals_per_step=4, group=2, entropy_coef=0.0, advantage="return", normalise=False))
+    assert all(torch.equal(p, q) for p, q in zip(ref.parameters(), same.parameters()))
+    for option in ({"entropy_coef": 0.5}, {"advantage": "togo"}, {"normalise": True}):
+        other = trained(RLConfig(steps=3, goals_per_step=4, group=2, **option))
+        assert any(not torch.equal(p, q) for p, q in zip(ref.parameters(), other.parameters())), option
+    with pytest.raises(ValueError, match="advantage must be one of"):
+        RLConfig(advantage="vibes")
+    with pytest.raises(ValueError, match="entropy_coef must be >= 0"):
+        RLConfig(entropy_coef=-1.0)
+
+
 def test_neural_user_rollout_and_static_rl(tiny):
     prep, vocab, agent = tiny
     net = ModelConfig(32, 1).build(vocab)

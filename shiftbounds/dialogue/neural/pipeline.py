@@ -32,6 +32,7 @@ from shiftbounds.dialogue.neural import measures as M
 from shiftbounds.dialogue.neural.rollout import ExplicitUser, NeuralUser, draw_noise, rollout
 from shiftbounds.dialogue.neural.tokens import Vocab, encode
 from shiftbounds.dialogue.neural.training import (
+    ADVANTAGES,
     ModelConfig,
     RLConfig,
     SFTConfig,
@@ -78,6 +79,9 @@ class PipelineConfig:
     group: int = field(default=4, metadata={"help": "group size of the baseline"})
     rl_lr: float = field(default=1e-3, metadata={"help": "RL learning rate"})
     kl_coef: float = field(default=0.05, metadata={"help": "KL(pi || pi_SFT) weight"})
+    entropy_coef: float = field(default=0.0, metadata={"help": "entropy bonus weight on the agent's turns (0 = none)"})
+    advantage: str = field(default="return", metadata={"help": f"credit of the interactive arms' agent turns, from {ADVANTAGES}: the dialogue's return or each turn's return-to-go, against the group's mean"})
+    normalise_advantages: bool = field(default=False, metadata={"help": "divide advantages by their group's standard deviation"})
     eval_every: int = field(default=50, metadata={"help": "RL steps between learning-curve points"})
     n_eval: int = field(default=2000, metadata={"help": "dialogues per final evaluation (the same goals and user draws for every arm of a seed)"})
     n_curve: int = field(default=400, metadata={"help": "dialogues per learning-curve point (shared by the arms at each step)"})
@@ -120,7 +124,13 @@ class PipelineConfig:
         SFTConfig(self.sft_steps)
 
     def rl_config(self) -> RLConfig:
-        return RLConfig(self.rl_steps, self.goals_per_step, self.group, self.rl_lr, self.kl_coef, "myopic", self.eval_every)
+        return RLConfig(self.rl_steps, self.goals_per_step, self.group, self.rl_lr, self.kl_coef, "myopic", self.eval_every,
+                        self.entropy_coef, self.advantage, self.normalise_advantages)
+
+
+LEGACY = {"entropy_coef": 0.0, "advantage": "return", "normalise_advantages": False}
+"""Settings added after runs were shipped, with the values those runs were computed with (their
+``config.json`` lacks them): the resume guard reads them so."""
 
 
 ARMS = {  # arm -> (paradigm, Static Context RL reward, training user)

@@ -35,13 +35,23 @@ from shiftbounds.dialogue.neural.rollout import (
 )
 from shiftbounds.dialogue.neural.tokens import Vocab
 from shiftbounds.dialogue.tasks import judge_reward
-from shiftbounds.losses import awr_weights, gather_tokens, group_advantages, log_probs, nll, policy_gradient_loss
+from shiftbounds.losses import (
+    awr_weights,
+    entropy,
+    gather_tokens,
+    group_advantages,
+    log_probs,
+    nll,
+    policy_gradient_loss,
+    returns_to_go,
+)
 from shiftbounds.nn.generate import multinomial
 from shiftbounds.nn.transformer import Transformer, TransformerConfig
 from shiftbounds.utils.io import atomic_torch_save
 
 PARADIGMS = ("static", "interactive", "calibrated")
 STATIC_REWARDS = ("myopic", "one_step", "awr")
+ADVANTAGES = ("return", "togo")
 
 
 @dataclass(frozen=True)
@@ -220,6 +230,11 @@ class RLConfig:
             advantage-weighted regression on the logged acts, weighted by their judged return-to-go;
             see :func:`awr_baseline`).
         eval_every: steps between learning-curve evaluations.
+        entropy_coef: weight of an entropy bonus on the agent's turns (0 = none).
+        advantage: what a dialogue's agent turns are credited with in the interactive arms:
+            ``"return"`` (the whole dialogue's return, against its group's mean) or ``"togo"``
+            (each turn's return-to-go, against its group's mean at that turn).
+        normalise: divide the advantages by their group's standard deviation (GRPO's scaling).
     """
 
     steps: int = 300
@@ -229,6 +244,9 @@ class RLConfig:
     kl_coef: float = 0.05
     static_reward: str = "myopic"
     eval_every: int = 50
+    entropy_coef: float = 0.0
+    advantage: str = "return"
+    normalise: bool = False
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.goals_per_step < 1 or self.group < 2 or self.lr <= 0 or self.kl_coef < 0:
@@ -238,6 +256,10 @@ class RLConfig:
             raise ValueError(f"static_reward must be one of {STATIC_REWARDS}; got {self.static_reward!r}")
         if self.eval_every < 1:
             raise ValueError(f"eval_every must be >= 1; got {self.eval_every}")
+        if self.entropy_coef < 0:
+            raise ValueError(f"entropy_coef must be >= 0; got {self.entropy_coef}")
+        if self.advantage not in ADVANTAGES:
+            raise ValueError(f"advantage must be one of {ADVANTAGES}; got {self.advantage!r}")
 
     @property
     def agent_tokens_per_step(self) -> int:
@@ -330,6 +352,7 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
             weights = awr_weights(logs["togo"][d], awr_base, awr_scale) * mask  # [B, H]
             chosen = gather_tokens(logp, logs["actions"][d].clamp_min(0))
             loss = policy_gradient_loss(chosen, weights, mask, cfg.kl_coef, dist=logp, ref_dist=ref_logp)
+            dist, dist_mask = logp, mask
         elif paradigm == "static":
             d, t = _static_batch(vocab, agent, logs, cfg, generator)
             views = logs["agent_view"][d]
@@ -346,24 +369,29 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
                 togo = logs["togo"][d, t].repeat_interleave(cfg.group)
                 reward = torch.where(acts == logged, togo, reward)
             chosen = gather_tokens(logp.repeat_interleave(cfg.group, 0), acts)
-            loss = policy_gradient_loss(chosen, group_advantages(reward, cfg.group), None, cfg.kl_coef,
+            loss = policy_gradient_loss(chosen, group_advantages(reward, cfg.group, cfg.normalise), None, cfg.kl_coef,
                                         dist=logp, ref_dist=log_probs(ref_logits))
+            dist, dist_mask = logp, None
         else:
             goals = torch.randint(task.n_goals, (cfg.goals_per_step,), generator=generator).repeat_interleave(cfg.group)
             goals = goals.to(_device(agent))
             ro = rollout(vocab, agent.eval(), user, goals, temperature=1.0, generator=generator)
             agent.train()
-            returns = ro.accept_rewards.sum(1)
-            adv = group_advantages(returns, cfg.group)  # [B], broadcast over the dialogue's agent tokens
+            if cfg.advantage == "togo":  # [B, H]: each turn against its group's mean at that turn
+                adv = group_advantages(returns_to_go(ro.accept_rewards), cfg.group, cfg.normalise)
+            else:  # [B], broadcast over the dialogue's agent tokens
+                adv = group_advantages(ro.accept_rewards.sum(1), cfg.group, cfg.normalise)
             logits = agent_turn_logits(vocab, agent, ro.agent_view)
             logp = log_probs(logits)
             with torch.no_grad():
                 ref_logp = log_probs(agent_turn_logits(vocab, ref, ro.agent_view))
             chosen = gather_tokens(logp, ro.actions.clamp_min(0))  # [B, H]
             loss = policy_gradient_loss(chosen, adv, ro.turn_mask, cfg.kl_coef, dist=logp, ref_dist=ref_logp)
+            dist, dist_mask = logp, ro.turn_mask
         # ---------------------------------------------------------------- end ALGO LOGIC
+        total = loss.total - cfg.entropy_coef * entropy(dist, dist_mask) if cfg.entropy_coef else loss.total
         opt.zero_grad()
-        loss.total.backward()
+        total.backward()
         torch.nn.utils.clip_grad_norm_(agent.parameters(), 1.0)
         opt.step()
         window["pg"] += loss.pg.item()
