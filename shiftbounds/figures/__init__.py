@@ -8,6 +8,7 @@ returns the PNG and PDF paths it wrote. The text path's figures live in
 from shiftbounds.figures.bounds import plot_bound_check
 from shiftbounds.figures.dialogue import (
     plot_compounding_sweep,
+    plot_learner_gaps,
     plot_log_size,
     plot_pipeline_curves,
     plot_pipeline_shifts,
@@ -20,6 +21,7 @@ from shiftbounds.figures.imitation import plot_modadd, plot_noisy_expert
 
 __all__ = [
     "plot_compounding_sweep",
+    "plot_learner_gaps",
     "plot_log_size",
     "plot_bound_check",
     "plot_modadd",

@@ -217,3 +217,37 @@ def plot_log_size(exact: list[dict], learned: list[dict], stem: Path) -> list[Pa
             ax.set_title(f"{task}: calibrated - {against}", fontsize=8)
             ax.legend(frameon=False, fontsize=5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return save_figure(fig, stem)
+
+
+def plot_learner_gaps(results: dict, stem: Path) -> list[Path]:
+    """``experiments.learner_study``: per task (columns), top: the median over seeds of each
+    exact-optimum arm's gap to its objective's optimum per tried configuration (bars: smallest to
+    largest seed; dashed: the 0.03 target); bottom: every arm's ``J_real`` per configuration."""
+    rows = results["rows"]
+    variants = list(results["variants"])
+    tasks = list(dict.fromkeys(r["task"] for r in rows))
+    fig, axes = new_figure(ncols=len(tasks), nrows=2, width=3.6, height=2.4)
+    x = np.arange(len(variants))
+    for col, task in enumerate(tasks):
+        gap_ax, j_ax = axes[0, col], axes[1, col]
+        arms = list(dict.fromkeys(r["arm"] for r in rows if r["task"] == task))
+        for i, arm in enumerate(arms):
+            by = {r["variant"]: r for r in rows if r["task"] == task and r["arm"] == arm}
+            style = series_style(i)
+            j_ax.plot(x, [by[v]["J_real"] for v in variants], marker=style["marker"], linestyle=style["linestyle"],
+                      color=style["color"], ms=3, lw=0.8, label=arm)
+            if "gap_median" in by[variants[0]]:
+                med = np.array([by[v]["gap_median"] for v in variants])
+                top = np.array([by[v]["gap_max"] for v in variants])
+                gap_ax.errorbar(x + 0.1 * (i - 1), med, yerr=[np.zeros_like(med), top - med], fmt=style["marker"], color=style["color"],
+                                ms=3, lw=0.8, capsize=2, label=arm)
+        gap_ax.axhline(0.03, color="0.5", lw=0.8, ls="--")
+        gap_ax.axhline(0.0, color="0.7", lw=0.6)
+        gap_ax.set_title(task)
+        gap_ax.set_ylabel("gap to exact optimum (median)")
+        j_ax.set_ylabel("J_real (mean over seeds)")
+        for ax in (gap_ax, j_ax):
+            ax.set_xticks(x, variants, rotation=60, ha="right", fontsize=5)
+        gap_ax.legend(frameon=False, fontsize=5)
+    axes[1, -1].legend(frameon=False, fontsize=5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return save_figure(fig, stem)

@@ -1,0 +1,94 @@
+"""Where the main job's learner stops: each tried RL configuration as a full main-job run on
+development seeds, and each arm's gap to the exact optimum of its own objective (issue 49).
+
+``python -m experiments.learner_study [--preset smoke|default] [options]``
+
+Every configuration of ``--variants`` (named in ``shiftbounds.dialogue.neural.learner.VARIANTS``:
+the KL weight, learning rate, entropy bonus, per-turn returns-to-go, normalised advantages, group
+size, steps) is ``experiments.full_pipeline`` with those settings under ``<out-dir>/<variant>/``
+(resumable; a folder made under other settings is refused), on development seeds (``--seed 7``:
+no shipped main-job run uses it). Per configuration, task and arm: ``J_real``, and for the arms
+whose objective has an exact optimum (interactive, oracle, static_myopic) the per-seed gap
+``optimum - objective``: mean, median, largest, and whether the median is within 0.03.
+
+Writes ``learner.csv``, ``best.csv``, ``learner.md``, ``results.json`` and ``learner.{png,pdf}``
+under ``--out-dir``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from experiments import full_pipeline
+from shiftbounds.dialogue.exact.references import exact_references
+from shiftbounds.dialogue.neural.learner import VARIANTS, best_rows, variant_rows
+from shiftbounds.dialogue.neural.pipeline import PipelineConfig
+from shiftbounds.figures import plot_learner_gaps
+from shiftbounds.utils.cli import exit_on_stale, parse_config
+from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
+
+
+@dataclass(frozen=True)
+class LearnerStudyConfig:
+    """Options of ``experiments.learner_study`` (each is a command-line flag)."""
+
+    variants: tuple[str, ...] = field(default=tuple(VARIANTS), metadata={"help": f"RL configurations to run, from {list(VARIANTS)}"})
+    seeds: int = field(default=3, metadata={"help": "development seeds per task and configuration"})
+    seed: int = field(default=7, metadata={"help": "the root seed (7: no shipped main-job run uses it)"})
+    pipeline_preset: str = field(default="default", metadata={"help": "the full_pipeline preset each configuration modifies"})
+    workers: int = field(default=0, metadata={"help": "(task, seed) runs at once (0 = every core); results do not depend on it", "resume": False})
+    out_dir: str = field(default="results/development/learner", metadata={"help": "results folder", "resume": False})
+
+    def __post_init__(self) -> None:
+        bad = [v for v in self.variants if v not in VARIANTS]
+        if bad or not self.variants:
+            raise ValueError(f"--variants must name configurations from {list(VARIANTS)}; got unknown {bad}")
+        if self.pipeline_preset not in full_pipeline.PRESETS:
+            raise ValueError(f"--pipeline-preset must be one of {sorted(full_pipeline.PRESETS)}; got {self.pipeline_preset!r}")
+        if self.seeds < 2:
+            raise ValueError(f"--seeds must be >= 2; got {self.seeds}")
+
+
+PRESETS = {"default": {}, "smoke": {"variants": ("today", "togo"), "seeds": 2, "pipeline_preset": "smoke"}}
+
+
+def pipeline_config(cfg: LearnerStudyConfig, variant: str) -> PipelineConfig:
+    """The main job's settings of one configuration."""
+    base = PipelineConfig(**full_pipeline.PRESETS[cfg.pipeline_preset])
+    return replace(base, **VARIANTS[variant], seeds=cfg.seeds, seed=cfg.seed, workers=cfg.workers,
+                   out_dir=str(Path(cfg.out_dir) / variant))
+
+
+def run(cfg: LearnerStudyConfig) -> dict:
+    out = Path(cfg.out_dir)
+    guard_resume(out, cfg)
+    rows, optimum = [], {}
+    for variant in cfg.variants:
+        pc = pipeline_config(cfg, variant)
+        results = full_pipeline.run(pc)
+        for task in pc.tasks:
+            optimum.setdefault(task, exact_references(*full_pipeline.view(pc, task, pc.horizon))["objective_optimum"])
+        rows += variant_rows(variant, pc, results, optimum)
+    best = best_rows(rows)
+    results = {"config": asdict(cfg), "variants": {v: VARIANTS[v] for v in cfg.variants}, "optimum": optimum, "rows": rows, "best": best}
+    write_json(out / "results.json", results)
+    write_csv(out / "learner.csv", rows)
+    write_csv(out / "best.csv", best)
+    cols = ["variant", "task", "arm", "budget", "J_real", "gap_mean", "gap_median", "gap_max", "within_target"]
+    atomic_write_text(out / "learner.md", "# Where the learner stops (development seeds)\n\n"
+                      + "## Smallest median gap per task and arm\n\n" + markdown_table(best, cols)
+                      + "\n## Every configuration\n\n" + markdown_table(rows, cols))
+    plot_learner_gaps(results, out / "learner")
+    return results
+
+
+def main(argv: list[str] | None = None) -> dict:
+    cfg = parse_config(LearnerStudyConfig, __doc__, PRESETS, argv, name="experiments.learner_study")
+    results = exit_on_stale(run, cfg)
+    print((Path(cfg.out_dir) / "learner.md").read_text())
+    return results
+
+
+if __name__ == "__main__":
+    main()
