@@ -16,6 +16,7 @@ from shiftbounds.figures.dialogue import (
     plot_regime_map,
     plot_regime_per_turn,
     plot_regime_user_models,
+    plot_variance_components,
 )
 from shiftbounds.figures.imitation import plot_modadd, plot_noisy_expert
 
@@ -29,6 +30,7 @@ __all__ = [
     "plot_pipeline_curves",
     "plot_pipeline_shifts",
     "plot_pipeline_user_models",
+    "plot_variance_components",
     "plot_regime_map",
     "plot_regime_per_turn",
     "plot_regime_user_models",

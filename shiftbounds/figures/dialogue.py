@@ -251,3 +251,28 @@ def plot_learner_gaps(results: dict, stem: Path) -> list[Path]:
         gap_ax.legend(frameon=False, fontsize=5)
     axes[1, -1].legend(frameon=False, fontsize=5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     return save_figure(fig, stem)
+
+
+def plot_variance_components(results: dict, stem: Path) -> list[Path]:
+    """``experiments.variance_study``: left, each level's share of the variance of Calibrated -
+    Interactive RL (bars; 95 % interval from resampling the draws); right, every unit's difference
+    by log draw (points: one per fit and RL seed, coloured by fit)."""
+    comps, units = results["components"], results["units"]
+    fig, axes = new_figure(ncols=2, width=3.2, height=2.4)
+    share, spread = axes[0]
+    x = np.arange(len(comps))
+    val = np.array([c["share"] for c in comps])
+    share.bar(x, val, color="0.6", yerr=[val - [c["share_low"] for c in comps], [c["share_high"] for c in comps] - val], capsize=3)
+    share.set_xticks(x, [c["level"] for c in comps], fontsize=6)
+    share.set_ylabel("share of the variance")
+    share.set_ylim(0, 1)
+    for j in sorted({u["fit"] for u in units}):
+        style = series_style(j)
+        pts = [u for u in units if u["fit"] == j]
+        spread.plot([u["draw"] + 0.1 * (j - 1) for u in pts], [u["difference"] for u in pts], style["marker"], color=style["color"],
+                    ms=3, label=f"fit {j}")
+    spread.axhline(0.0, color="0.6", lw=0.8, ls=":")
+    spread.set_xlabel("log draw")
+    spread.set_ylabel("J_real: calibrated - interactive")
+    spread.legend(frameon=False, fontsize=5)
+    return save_figure(fig, stem)
