@@ -16,8 +16,10 @@ from shiftbounds.utils import stats
 from shiftbounds.utils.stats import (
     exact_proportion_ci,
     mcnemar_exact,
+    mcnemar_power,
     paired_difference,
     plateau_step,
+    seeds_for_mcnemar,
     seeds_for_power,
     sign_flip_p,
 )
@@ -178,3 +180,30 @@ def test_awr_weights():
     assert torch.allclose(w, torch.tensor([1.0, float(np.exp(2.0)), 20.0]))
     with pytest.raises(ValueError, match="scale > 0"):
         awr_weights(torch.zeros(2), torch.tensor(0.0), 0.0)
+
+
+def test_mcnemar_power_matches_its_closed_form_and_simulation():
+    """With discordance in one direction only, a pair set rejects iff it has at least
+    ``log2(2 / alpha)`` discordant pairs: the power is a binomial tail. In general it matches the
+    rejection rate of :func:`mcnemar_exact` on simulated seeds."""
+    from scipy import stats as st
+
+    n, p10, alpha = 20, 0.3, 0.05
+    d_min = int(np.ceil(np.log2(2 / alpha) + 1e-12))  # 2 * 0.5**d < alpha
+    assert mcnemar_power(n, p10, 0.0, alpha=alpha) == pytest.approx(st.binom.sf(d_min - 1, n, p10))
+    rng = np.random.default_rng(0)
+    n, p10, p01 = 15, 0.35, 0.1
+    draws = rng.choice(3, size=(4000, n), p=[p10, p01, 1 - p10 - p01])
+    x, y = draws == 0, draws == 1  # x alone solves / y alone solves / concordant (both fail)
+    rate = np.mean([mcnemar_exact(a, b, alpha=alpha)["p"] < alpha for a, b in zip(x, y)])
+    assert mcnemar_power(n, p10, p01, alpha=alpha) == pytest.approx(rate, abs=0.025)
+    assert mcnemar_power(n, 0.0, 0.0) == 0.0
+
+
+def test_seeds_for_mcnemar_reaches_the_power_and_grows_with_discordance():
+    n = seeds_for_mcnemar(0.3, 0.4, alpha=0.025)
+    assert all(mcnemar_power(n + k, 0.35, 0.05, alpha=0.025) >= 0.8 for k in range(5))
+    assert not all(mcnemar_power(n - 1 + k, 0.35, 0.05, alpha=0.025) >= 0.8 for k in range(5))  # the smallest such n
+    assert seeds_for_mcnemar(0.3, 0.3) < seeds_for_mcnemar(0.3, 0.5) < seeds_for_mcnemar(0.3, 0.5, alpha=0.01)
+    with pytest.raises(ValueError, match="difference <= discordance"):
+        seeds_for_mcnemar(0.4, 0.3)

@@ -233,6 +233,40 @@ def mcnemar_exact(x: Sequence[bool], y: Sequence[bool], names: tuple[str, str] =
             "n": int(x.size), "p": p, "p_method": "exact McNemar", "verdict": verdict}
 
 
+def mcnemar_power(n: int, p_only_x: float, p_only_y: float, *, alpha: float = 0.05) -> float:
+    """The exact power of :func:`mcnemar_exact` at level ``alpha`` with ``n`` pairs, where a pair is
+    discordant in ``x``'s favour with probability ``p_only_x`` and in ``y``'s with ``p_only_y``:
+    ``sum_d P(D = d) P(p(B, d) < alpha | d)`` with ``D ~ Binomial(n, p_only_x + p_only_y)`` and
+    ``B | d ~ Binomial(d, p_only_x / (p_only_x + p_only_y))``."""
+    if n < 1 or p_only_x < 0 or p_only_y < 0 or p_only_x + p_only_y > 1:
+        raise ValueError(f"need n >= 1 and discordance probabilities >= 0 summing to <= 1; got {n}, {p_only_x}, {p_only_y}")
+    disc = p_only_x + p_only_y
+    if disc == 0:
+        return 0.0
+    q = p_only_x / disc
+    total = 0.0
+    for d in range(1, n + 1):
+        b = np.arange(d + 1)
+        p = np.minimum(1.0, 2 * _stats.binom.cdf(np.minimum(b, d - b), d, 0.5))
+        total += _stats.binom.pmf(d, n, disc) * _stats.binom.pmf(b[p < alpha], d, q).sum()
+    return float(total)
+
+
+def seeds_for_mcnemar(difference: float, discordance: float, *, alpha: float = 0.05, power: float = 0.8,
+                      max_n: int = 2000) -> int:
+    """The fewest pairs at which :func:`mcnemar_power` reaches ``power`` for a solve-rate
+    ``difference`` (``p_only_x - p_only_y``) at a ``discordance`` rate (``p_only_x + p_only_y``);
+    the exact test's power is not monotone in ``n``, so the count returned is the smallest from
+    which it stays at or above ``power`` for the next four ``n`` too."""
+    if not 0 < difference <= discordance <= 1:
+        raise ValueError(f"need 0 < difference <= discordance <= 1; got {difference}, {discordance}")
+    hi, lo = (discordance + difference) / 2, (discordance - difference) / 2
+    for n in range(1, max_n + 1):
+        if all(mcnemar_power(n + k, hi, lo, alpha=alpha) >= power for k in range(5)):
+            return n
+    raise ValueError(f"power {power} is not reached within {max_n} pairs")
+
+
 def seeds_for_power(sd: float, delta: float, *, alpha: float = 0.05, power: float = 0.8, family: int = 1,
                     max_n: int = 10_000) -> int:
     """Smallest number of paired seeds at which a two-sided one-sample t-test at level
