@@ -33,7 +33,7 @@ from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table
 class LearnerStudyConfig:
     """Options of ``experiments.learner_study`` (each is a command-line flag)."""
 
-    variants: tuple[str, ...] = field(default=tuple(VARIANTS), metadata={"help": f"RL configurations to run, from {list(VARIANTS)}"})
+    variants: tuple[str, ...] = field(default=tuple(VARIANTS), metadata={"help": f"RL configurations to run, from {list(VARIANTS)} (each in its own guarded folder)", "resume": False})
     seeds: int = field(default=3, metadata={"help": "development seeds per task and configuration"})
     seed: int = field(default=7, metadata={"help": "the root seed (7: no shipped main-job run uses it)"})
     pipeline_preset: str = field(default="default", metadata={"help": "the full_pipeline preset each configuration modifies"})
