@@ -50,7 +50,7 @@ class LearnerStudyConfig:
             raise ValueError(f"--seeds must be >= 2; got {self.seeds}")
 
 
-PRESETS = {"default": {}, "smoke": {"variants": ("today", "togo"), "seeds": 2, "pipeline_preset": "smoke"}}
+PRESETS = {"default": {"out_dir": "results/development/learner"}, "smoke": {"variants": ("today", "togo"), "seeds": 2, "pipeline_preset": "smoke"}}
 
 
 def pipeline_config(cfg: LearnerStudyConfig, variant: str) -> PipelineConfig:

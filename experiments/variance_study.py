@@ -6,7 +6,7 @@ seeds (issue 49, item 3).
 A nested design on one task of the main job (``shiftbounds.dialogue.neural.variance``):
 ``--draws`` independent log draws, ``--fits`` calibrated simulators per draw (each its own
 initialisation and minibatch order) and ``--rl-seeds`` RL seeds per fit; Interactive RL once per
-(draw, RL seed) against the prompted simulator, from the same SFT agent and with the same RL draws.
+(draw, RL seed) against the prompted simulator, from the same SFT agent (each RL run draws its own).
 Each unit is ``J_real(calibrated) - J_real(interactive)`` on the draw's common evaluation noise.
 The balanced nested ANOVA's method of moments splits its variance into the three levels, with
 percentile intervals from resampling the draws. The RL settings are the main job's
@@ -47,7 +47,7 @@ class VarianceConfig:
     n_boot: int = field(default=2000, metadata={"help": "resamples of the draws for the intervals"})
     seed: int = field(default=20, metadata={"help": "the root seed (20: no other shipped run uses it)"})
     workers: int = field(default=0, metadata={"help": "draws at once, one process each (0 = every core); results do not depend on it", "resume": False})
-    out_dir: str = field(default="results/variance/default", metadata={"help": "results folder", "resume": False})
+    out_dir: str = field(default="results/variance_study/default", metadata={"help": "results folder", "resume": False})
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:

@@ -3,8 +3,8 @@ of ``draws`` independent log draws, ``fits`` calibrated simulators fitted per dr
 initialisation and minibatch order) and ``rl_seeds`` RL seeds per fit, on the main job's stages.
 
 In draw ``i`` the SFT agent and the prompted simulator are shared; Interactive RL is trained once
-per RL seed ``k`` and Calibrated Interactive RL once per (fit ``j``, RL seed ``k``), with the same RL
-draws for both arms at ``k``. Each unit ``y_ijk = J_real(calibrated_ijk) - J_real(interactive_ik)``
+per RL seed ``k`` and Calibrated Interactive RL once per (fit ``j``, RL seed ``k``), each run with
+RL draws of its own (keyed by arm, fit and seed, as the main job keys them by arm). Each unit ``y_ijk = J_real(calibrated_ijk) - J_real(interactive_ik)``
 is measured on the draw's common evaluation noise. :func:`variance_components` splits its variance
 by the balanced nested ANOVA's method of moments (a negative estimate is reported as it is and its
 share floored at 0), with percentile intervals from resampling the draws (the top level).
