@@ -28,8 +28,6 @@ VARIANTS: dict[str, dict] = {
     "ent0.01": {"entropy_coef": 0.01},
     "group8": {"group": 8, "goals_per_step": 8},
     "lr3e-4_steps600": {"rl_lr": 3e-4, "rl_steps": 600},
-    "kl0_togo_norm": {"kl_coef": 0.0, "advantage": "togo", "normalise_advantages": True},
-    "kl0_lr3e-4_steps600": {"kl_coef": 0.0, "rl_lr": 3e-4, "rl_steps": 600},
 }
 """The RL configurations tried, in the order they were run: overrides of :class:`PipelineConfig`."""
 
