@@ -12,8 +12,6 @@ share floored at 0), with percentile intervals from resampling the draws (the to
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 
 from shiftbounds.dialogue.neural import measures as M
@@ -104,7 +102,3 @@ def variance_components(y: np.ndarray, *, rng: np.random.Generator, n_boot: int 
                      "share_low": float(slo), "share_high": float(shi)})
     return rows
 
-
-def nested_config(base: PipelineConfig, out_dir: str) -> PipelineConfig:
-    """The main job's settings of the nested design: the calibrated arm without realism tuning."""
-    return replace(base, realism_steps=0, out_dir=out_dir)
