@@ -25,13 +25,12 @@ warm-started, 3 seeds), ``paper`` (``m = 31``, larger model and budget; for a GP
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import TextIO
 
-from shiftbounds.figures import plot_modadd
+from shiftbounds.figures import plot_modadd, plot_modadd_curves
 from shiftbounds.modadd import ModAddTask, evaluate, sample_prompts
-from shiftbounds.modadd_study import ModAddConfig, get_teacher, report_md, run_seed, solve_tables, summarise
+from shiftbounds.modadd_study import ModAddConfig, curve_rows, recorded_config, get_teacher, report_md, run_seed, solve_tables, summarise
 from shiftbounds.utils.cli import exit_on_stale, load_config_file, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.seeding import torch_generator
@@ -80,10 +79,13 @@ def write_outputs(cfg: ModAddConfig, out: Path, teachers: list[dict], runs: list
     ``results.md`` and the figure from the runs."""
     rows, paired = summarise(cfg, runs)
     solves, mcnemar = solve_tables(cfg, runs)
-    results = {"config": asdict(cfg), "teachers": teachers, "rows": rows, "solves": solves, "mcnemar": mcnemar,
+    results = {"config": recorded_config(cfg), "teachers": teachers, "rows": rows, "solves": solves, "mcnemar": mcnemar,
                "paired": paired, "runs": runs}
     write_json(out / "results.json", results)
-    write_csv(out / "runs.csv", [{k: v for k, v in r.items() if k != "per_position"} for r in runs])
+    write_csv(out / "runs.csv", [{k: v for k, v in r.items() if k not in ("per_position", "curve")} for r in runs])
+    if cfg.curve_every:
+        write_csv(out / "curves.csv", curve_rows(runs))
+        plot_modadd_curves(results, out / "curves")
     write_csv(out / "solves.csv", solves)
     write_csv(out / "mcnemar.csv", mcnemar)
     write_csv(out / "paired.csv", paired)

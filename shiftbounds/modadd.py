@@ -334,15 +334,20 @@ def evaluate(task: ModAddTask, model: Transformer, prompts: torch.Tensor) -> Mod
 
 
 def train_student(task: ModAddTask, cfg: StudentConfig, teacher: Transformer, generator: torch.Generator,
-                  progress=None, init: Transformer | None = None) -> Transformer:
+                  progress=None, init: Transformer | None = None, after_step=None) -> Transformer:
     """Train a student with ``cfg`` on the teacher's device, from random weights or from a copy of
-    ``init`` (a warm start shared by every method); ``progress(step, loss)`` is called every step."""
+    ``init`` (a warm start shared by every method); ``progress(step, loss)`` is called every step and
+    ``after_step(steps_done, student)`` before the first step and after each one (it may evaluate the
+    student; it must not train it or draw from ``generator``)."""
     device = next(teacher.parameters()).device
     if init is None:
         student = Transformer(task.model_config(cfg.d_model, cfg.n_layer)).to(device)
     else:
         student = copy.deepcopy(init).to(device).train()
     opt = torch.optim.AdamW(student.parameters(), lr=cfg.lr, weight_decay=0.0)
+    if after_step is not None:
+        after_step(0, student)
+        student.train()
     for step in range(cfg.steps):
         for g in opt.param_groups:
             g["lr"] = learning_rate(step, cfg.steps, cfg.lr, warmup=50, decay=cfg.lr_decay)
@@ -354,6 +359,9 @@ def train_student(task: ModAddTask, cfg: StudentConfig, teacher: Transformer, ge
         opt.step()
         if progress is not None:
             progress(step, loss.item())
+        if after_step is not None:
+            after_step(step + 1, student)
+            student.train()
     return student.eval()
 
 

@@ -60,6 +60,7 @@ class ModAddConfig:
     teacher_steps: int = field(default=800, metadata={"help": "teacher optimisation steps"})
     n_eval: int = field(default=1000, metadata={"help": "held-out prompts"})
     device: str = field(default="cpu", metadata={"help": "cpu, cuda or auto"})
+    curve_every: int = field(default=0, metadata={"help": "also evaluate each student on the held-out prompts every this many steps (and before the first): its exact-match curve, in results.json and curves.csv; 0 = only at the end. The training is the same either way", "resume": False})
     solve_threshold: float = field(default=0.9, metadata={"help": "a seed solves when its greedy chain exact match on the held-out prompts is >= this (fixed before the run)", "resume": False})
     workers: int = field(default=0, metadata={"help": "(m, eta, signal, warm start, seed) jobs at once, one process each; 0 = every core. The results do not depend on it", "resume": False})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
@@ -80,6 +81,8 @@ class ModAddConfig:
             raise ValueError("--seeds, --steps, --teacher-steps and --n-eval must be >= 1")
         if not 0 <= self.warm_corrupt < 1:
             raise ValueError(f"--warm-corrupt must lie in [0, 1); got {self.warm_corrupt}")
+        if self.curve_every < 0:
+            raise ValueError(f"--curve-every must be >= 0 (0 = no curve); got {self.curve_every}")
         if not 0 < self.solve_threshold <= 1 or self.workers < 0:
             raise ValueError(f"need 0 < --solve-threshold <= 1 and --workers >= 0; got {self.solve_threshold}, {self.workers}")
         bad = [x for x in self.teacher_signals if x not in TEACHER_SIGNALS]
@@ -96,12 +99,26 @@ class ModAddConfig:
                 StudentConfig(method=method, teacher_signal=signal)  # R / Mixed need the full signal
 
 
-SWEPT = ("out_dir", "m", "etas", "methods", "teacher_signals", "warm_starts", "seeds", "device", "solve_threshold", "workers", "retabulate")
+SWEPT = ("out_dir", "m", "etas", "methods", "teacher_signals", "warm_starts", "seeds", "device", "solve_threshold", "workers",
+         "retabulate", "curve_every")
+
+
+ADDED = {"curve_every": 0}
+"""Settings added after runs were shipped, with the value those runs had."""
+
+
+def recorded_config(cfg: ModAddConfig) -> dict:
+    """The config as ``results.json`` records it: every field, less those of :data:`ADDED` at their
+    old value (so a shipped folder retabulates to the same bytes)."""
+    return {k: v for k, v in asdict(cfg).items() if not (k in ADDED and v == ADDED[k])}
 
 
 def run_key(cfg: ModAddConfig, *extra) -> str:
-    """A short hash of the settings shared by a sweep's runs and of ``extra`` (which names the run)."""
+    """A short hash of the settings shared by a sweep's runs and of ``extra`` (which names the run);
+    a run with a curve (``curve_every > 0``) is another stage than the same run without one."""
     opts = {k: v for k, v in asdict(cfg).items() if k not in SWEPT}
+    if cfg.curve_every:
+        opts["curve_every"] = cfg.curve_every
     return hashlib.sha1(json.dumps([opts, *extra], sort_keys=True).encode()).hexdigest()[:10]
 
 
@@ -172,10 +189,17 @@ def run_seed(cfg: ModAddConfig, m: int, eta: float, sig: str, w: int, k: int) ->
 
     def train_one(method: str) -> dict:
         gen = torch_generator(cfg.seed, "student", m, method, int(eta * 1000), sig, w, k)
+        curve: list[dict] = []
+
+        def record(steps_done: int, student) -> None:
+            if steps_done % cfg.curve_every == 0 or steps_done == cfg.steps:
+                curve.append({"step": steps_done, "chain_exact": evaluate(task, student, eval_prompts).chain_exact})
+
         with torch_init_seed(cfg.seed, "student_init", m, method, int(eta * 1000), sig, w, k):  # global state untouched
-            student = train_student(task, student_config(cfg, method, eta, sig), teacher, gen, init=init())
+            student = train_student(task, student_config(cfg, method, eta, sig), teacher, gen, init=init(),
+                                    after_step=record if cfg.curve_every else None)
         return {"m": m, "eta": eta, "teacher_signal": sig, "warm_start": w, "method": method, "seed": k,
-                **asdict(evaluate(task, student, eval_prompts))}
+                **asdict(evaluate(task, student, eval_prompts)), **({"curve": curve} if cfg.curve_every else {})}
 
     runs = [cache.json(f"{method}_{tag}_{run_key(cfg, 'run')}", lambda: train_one(method)) for method in cfg.methods]
     if w:  # the shared warm start itself, before any method: what the methods start from
@@ -237,6 +261,12 @@ def summarise(cfg: ModAddConfig, runs: list[dict]) -> tuple[list[dict], list[dic
     for row, verdict in zip(paired, holm_verdicts(paired)):
         row["holm verdict"] = verdict
     return rows, paired
+
+
+def curve_rows(runs: list[dict]) -> list[dict]:
+    """``curves.csv``: one row per (cell, method, seed, step) of the runs that kept a curve."""
+    return [{**{c: r[c] for c in CELL}, "method": r["method"], "seed": r["seed"], **point}
+            for r in runs for point in r.get("curve", ())]
 
 
 def report_md(cfg: ModAddConfig, teachers: list[dict], rows: list[dict], solves: list[dict], mcnemar: list[dict],

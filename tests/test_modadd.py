@@ -204,3 +204,23 @@ def test_the_papers_signal_gives_bc_samples_and_the_online_students_the_distribu
     losses = [student_step_loss(task, StudentConfig(method=method, eta=0.2, teacher_signal=s), student, teacher, prompts,
                                 torch.Generator().manual_seed(3)).item() for s in ("paper", same_as)]
     assert losses[0] == losses[1]
+
+
+def test_curves_record_the_training_without_changing_it(tmp_path):
+    """GIVEN the smoke preset with and without ``--curve-every`` WHEN both run THEN every student ends
+    where it ends without the curve (evaluating does not train or draw), each curve starts at step 0
+    and ends at the last step with the final exact match, and the curves table and figure are written."""
+    argv = ["--preset", "smoke", "--m", "3", "--warm-starts", "0", "--teacher-signals", "paper"]
+    plain = exp.main([*argv, "--out-dir", str(tmp_path / "plain")])
+    curved = exp.main([*argv, "--curve-every", "4", "--out-dir", str(tmp_path / "curved")])
+    strip = [{k: v for k, v in r.items() if k != "curve"} for r in curved["runs"]]
+    assert strip == plain["runs"] and all("curve" not in r for r in plain["runs"])
+    for r in curved["runs"]:
+        assert [p["step"] for p in r["curve"]] == [0, 4, 8, 10]
+        assert r["curve"][-1]["chain_exact"] == r["chain_exact"]
+    for name in ("curves.csv", "curves.png", "curves.pdf"):
+        assert (tmp_path / "curved" / name).exists()
+    assert not (tmp_path / "plain" / "curves.csv").exists()
+    assert study.run_key(study.ModAddConfig(curve_every=4), "run") != study.run_key(study.ModAddConfig(), "run")
+    with pytest.raises(ValueError, match="--curve-every must be >= 0"):
+        study.ModAddConfig(curve_every=-1)

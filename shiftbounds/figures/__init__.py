@@ -18,7 +18,7 @@ from shiftbounds.figures.dialogue import (
     plot_regime_user_models,
     plot_variance_components,
 )
-from shiftbounds.figures.imitation import plot_modadd, plot_noisy_expert
+from shiftbounds.figures.imitation import plot_modadd, plot_modadd_curves, plot_noisy_expert
 
 __all__ = [
     "plot_compounding_sweep",
@@ -26,6 +26,7 @@ __all__ = [
     "plot_log_size",
     "plot_bound_check",
     "plot_modadd",
+    "plot_modadd_curves",
     "plot_noisy_expert",
     "plot_pipeline_curves",
     "plot_pipeline_shifts",

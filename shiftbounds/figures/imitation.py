@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+from scipy import stats
 
 from shiftbounds.imitation import lock_continue_probability
 from shiftbounds.utils.plotting import new_figure, save_figure, series_style
@@ -86,5 +87,38 @@ def plot_modadd(results: dict, stem: Path) -> list[Path]:
         ax.set_ylabel("chain-of-thought exact match")
         ax.set_ylim(-0.03, 1.03)
         ax.set_title(f"{sig} signal, warm start {warm}; eta={top} (dotted: 0)", fontsize=7)
+    axes[0, 0].legend(frameon=False, fontsize=6)
+    return save_figure(fig, stem)
+
+
+def plot_modadd_curves(results: dict, stem: Path) -> list[Path]:
+    """Greedy chain exact match on the held-out prompts against training steps, as in paper 2's
+    Figure 1: one panel per (chain length, teacher signal, eta), one colour per method, the mean
+    over seeds with a 95 % t-band (clipped to [0, 1]) and the solve threshold dashed. Needs the
+    runs' curves (``--curve-every``)."""
+    cfg = results["config"]
+    runs = [r for r in results["runs"] if r.get("curve")]
+    if not runs:
+        raise ValueError("no run kept a curve: run with --curve-every > 0")
+    panels = list(dict.fromkeys((r["m"], r["teacher_signal"], r["warm_start"], r["eta"]) for r in runs))
+    fig, axes = new_figure(ncols=len(panels), width=2.6, height=2.4)
+    for c, (m, sig, warm, eta) in enumerate(panels):
+        ax = axes[0, c]
+        for i, method in enumerate(cfg["methods"]):
+            rs = [r for r in runs if (r["m"], r["teacher_signal"], r["warm_start"], r["eta"], r["method"]) == (m, sig, warm, eta, method)]
+            if not rs:
+                continue
+            steps = np.array([p["step"] for p in rs[0]["curve"]], dtype=float)
+            y = np.array([[p["chain_exact"] for p in r["curve"]] for r in rs])
+            mean = y.mean(0)
+            half = stats.t.ppf(0.975, len(rs) - 1) * y.std(0, ddof=1) / np.sqrt(len(rs)) if len(rs) > 1 else np.zeros_like(mean)
+            style = series_style(i)
+            ax.plot(steps, mean, label=f"{method} ({len(rs)} seeds)", **{**style, "markersize": 2})
+            ax.fill_between(steps, np.clip(mean - half, 0, 1), np.clip(mean + half, 0, 1), color=style["color"], alpha=0.15, linewidth=0)
+        ax.axhline(cfg["solve_threshold"], color="0.5", linestyle="--", linewidth=0.7)
+        ax.set_xlabel("training steps")
+        ax.set_ylabel("chain-of-thought exact match")
+        ax.set_ylim(-0.03, 1.03)
+        ax.set_title(f"m={m}, eta={eta}, {sig} signal" + (f", warm {warm}" if warm else ""), fontsize=7)
     axes[0, 0].legend(frameon=False, fontsize=6)
     return save_figure(fig, stem)
