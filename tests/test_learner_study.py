@@ -43,8 +43,19 @@ def test_learner_study_smoke_runs_resumes_and_refuses_a_bad_variant(tmp_path, ca
     assert {r["variant"] for r in res["rows"]} == {"today", "togo"}
     gaps = [r for r in res["rows"] if "gap_median" in r]
     assert len(gaps) == 2 * 2 * 3  # variants x tasks x exact-optimum arms
-    for name in ("learner.csv", "best.csv", "learner.md", "results.json", "learner.png", "learner.pdf", "today/results.json"):
+    for name in ("learner.csv", "best.csv", "split.csv", "split_seeds.csv", "learner.md", "results.json", "learner.png",
+                 "learner.pdf", "today/results.json"):
         assert (out / name).exists(), name
+    # the exact split adds up, its parts are signed as they must be, and the exact gap of each
+    # learned agent sits near the gap measured from sampled dialogues
+    assert len(res["split_seeds"]) == 2 * 2 * 2 * 3  # variants x tasks x seeds x exact-optimum arms
+    sampled = {(r["variant"], r["task"], r["arm"]): r["gap_mean"] for r in gaps}
+    for r in res["split_seeds"]:
+        assert r["gap"] == pytest.approx(r["regularisation_cost"] + r["optimisation_error"], abs=1e-12)
+        assert r["regularisation_cost"] >= -1e-12 and r["soft_kl"] >= 0 and r["beta"] == 0.05
+    for r in res["split"]:
+        exact = [x["gap"] for x in res["split_seeds"] if (x["variant"], x["task"], x["arm"]) == (r["variant"], r["task"], r["arm"])]
+        assert abs(sum(exact) / len(exact) - sampled[(r["variant"], r["task"], r["arm"])]) < 0.1
     first = (out / "learner.csv").read_bytes()
     learner_study.main(["--preset", "smoke", "--out-dir", str(out), "--workers", "1"])
     assert (out / "learner.csv").read_bytes() == first  # resumed from the saved runs, same bytes

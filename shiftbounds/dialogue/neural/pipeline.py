@@ -213,10 +213,15 @@ def _on(data: dict, device: torch.device) -> dict:
     return {k: v.to(device) for k, v in data.items()}
 
 
+def seed_folder(cfg: PipelineConfig, task_name: str, k: int) -> Path:
+    """Where the stages of one (task, seed) are saved."""
+    return Path(cfg.out_dir) / task_name / f"seed{k}"
+
+
 def seed_setup(cfg: PipelineConfig, task_name: str, k: int) -> SeedRun:
     """Stage 1: the task and its users, and the logs of ``pi_data`` (written once as
     ``logs.jsonl``, read back on every call) split into train and held-out."""
-    folder = Path(cfg.out_dir) / task_name / f"seed{k}"
+    folder = seed_folder(cfg, task_name, k)
     dev = resolve_device(cfg.device)
     task = make_task(task_name, cfg.horizon, cfg.reward_source)
     prep = prepare_task(task, cfg.real_user)
@@ -339,7 +344,7 @@ def run_task_seed(cfg: PipelineConfig, task_name: str, k: int) -> dict:
     """Every stage of one (task, seed) in order, resuming from what is saved under
     ``<out_dir>/<task>/seed<k>/``; the measurements (``measures.json``). A picklable top-level
     function: the job a worker process runs."""
-    folder = Path(cfg.out_dir) / task_name / f"seed{k}"
+    folder = seed_folder(cfg, task_name, k)
     if (folder / "measures.json").exists():
         return read_json(folder / "measures.json")
     run = seed_setup(cfg, task_name, k)
