@@ -30,7 +30,18 @@ from typing import TextIO
 
 from shiftbounds.figures import plot_modadd, plot_modadd_curves
 from shiftbounds.modadd import ModAddTask, evaluate, sample_prompts
-from shiftbounds.modadd_study import ModAddConfig, curve_rows, recorded_config, get_teacher, report_md, run_seed, solve_tables, summarise
+from shiftbounds.modadd_study import (
+    ModAddConfig,
+    curve_rows,
+    get_teacher,
+    jobs,
+    recorded_config,
+    report_md,
+    run_seed,
+    solve_tables,
+    speed_tables,
+    summarise,
+)
 from shiftbounds.utils.cli import exit_on_stale, load_config_file, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.seeding import torch_generator
@@ -67,30 +78,30 @@ def run(cfg: ModAddConfig, stream: TextIO | None = None) -> dict:
             teacher, acc = get_teacher(cfg, task, stream)
             eval_prompts = sample_prompts(task, cfg.n_eval, torch_generator(cfg.seed, "eval_prompts", m))
             teachers.append({"m": m, "consistent_accuracy": acc, "chain_exact": evaluate(task, teacher, eval_prompts).chain_exact})
-    jobs = [(cfg, m, eta, sig, w, k) for m in cfg.m for eta in cfg.etas for sig in cfg.teacher_signals
-            for w in cfg.warm_starts for k in range(cfg.seeds)]
     workers = cfg.workers or default_workers()
-    runs = [r for rs in run_jobs(run_seed, jobs, workers, label=f"modadd seeds on {workers} workers") for r in rs]
+    runs = [r for rs in run_jobs(run_seed, [(cfg, *job) for job in jobs(cfg)], workers, label=f"modadd seeds on {workers} workers") for r in rs]
     return write_outputs(cfg, out, teachers, runs)
 
 
 def write_outputs(cfg: ModAddConfig, out: Path, teachers: list[dict], runs: list[dict]) -> dict:
     """``results.json``, ``runs.csv``, ``solves.csv``, ``mcnemar.csv``, ``paired.csv``,
-    ``results.md`` and the figure from the runs."""
+    ``results.md`` and the figure from the runs; with curves (``--curve-every``) also ``speed.csv``,
+    ``curves.csv`` and the curves figure."""
     rows, paired = summarise(cfg, runs)
     solves, mcnemar = solve_tables(cfg, runs)
     results = {"config": recorded_config(cfg), "teachers": teachers, "rows": rows, "solves": solves, "mcnemar": mcnemar,
                "paired": paired, "runs": runs}
-    write_json(out / "results.json", results)
-    write_csv(out / "runs.csv", [{k: v for k, v in r.items() if k not in ("per_position", "curve")} for r in runs])
     if cfg.curve_every:
+        results["speed"] = speed_tables(cfg, runs)
+        write_csv(out / "speed.csv", results["speed"])
         write_csv(out / "curves.csv", curve_rows(runs))
         plot_modadd_curves(results, out / "curves")
+    write_json(out / "results.json", results)
+    write_csv(out / "runs.csv", [{k: v for k, v in r.items() if k not in ("per_position", "curve")} for r in runs])
     write_csv(out / "solves.csv", solves)
     write_csv(out / "mcnemar.csv", mcnemar)
     write_csv(out / "paired.csv", paired)
-    md = report_md(cfg, teachers, rows, solves, mcnemar, paired)
-    atomic_write_text(out / "results.md", md)
+    atomic_write_text(out / "results.md", report_md(cfg, teachers, rows, solves, mcnemar, paired, results.get("speed")))
     plot_modadd(results, out / "modadd")
     return results
 

@@ -61,6 +61,7 @@ class ModAddConfig:
     n_eval: int = field(default=1000, metadata={"help": "held-out prompts"})
     device: str = field(default="cpu", metadata={"help": "cpu, cuda or auto"})
     curve_every: int = field(default=0, metadata={"help": "also evaluate each student on the held-out prompts every this many steps (and before the first): its exact-match curve, in results.json and curves.csv; 0 = only at the end. The training is the same either way", "resume": False})
+    skip: tuple[str, ...] = field(default=(), metadata={"help": "cells left out of the sweep, each SIGNAL@ETA (full@0.0: no full-signal cell at eta 0), so a control can run at one noise level only", "resume": False})
     solve_threshold: float = field(default=0.9, metadata={"help": "a seed solves when its greedy chain exact match on the held-out prompts is >= this (fixed before the run)", "resume": False})
     workers: int = field(default=0, metadata={"help": "(m, eta, signal, warm start, seed) jobs at once, one process each; 0 = every core. The results do not depend on it", "resume": False})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
@@ -81,6 +82,15 @@ class ModAddConfig:
             raise ValueError("--seeds, --steps, --teacher-steps and --n-eval must be >= 1")
         if not 0 <= self.warm_corrupt < 1:
             raise ValueError(f"--warm-corrupt must lie in [0, 1); got {self.warm_corrupt}")
+        for spec in self.skip:
+            sig, _, eta = spec.partition("@")
+            try:
+                ok = sig in self.teacher_signals and float(eta) in self.etas
+            except ValueError:
+                ok = False
+            if not ok:
+                raise ValueError(f"--skip takes SIGNAL@ETA with a signal of --teacher-signals {self.teacher_signals} and an eta of "
+                                 f"--etas {self.etas}; got {spec!r}")
         if self.curve_every < 0:
             raise ValueError(f"--curve-every must be >= 0 (0 = no curve); got {self.curve_every}")
         if not 0 < self.solve_threshold <= 1 or self.workers < 0:
@@ -100,10 +110,10 @@ class ModAddConfig:
 
 
 SWEPT = ("out_dir", "m", "etas", "methods", "teacher_signals", "warm_starts", "seeds", "device", "solve_threshold", "workers",
-         "retabulate", "curve_every")
+         "retabulate", "curve_every", "skip")
 
 
-ADDED = {"curve_every": 0}
+ADDED = {"curve_every": 0, "skip": ()}
 """Settings added after runs were shipped, with the value those runs had."""
 
 
@@ -111,6 +121,13 @@ def recorded_config(cfg: ModAddConfig) -> dict:
     """The config as ``results.json`` records it: every field, less those of :data:`ADDED` at their
     old value (so a shipped folder retabulates to the same bytes)."""
     return {k: v for k, v in asdict(cfg).items() if not (k in ADDED and v == ADDED[k])}
+
+
+def jobs(cfg: ModAddConfig) -> list[tuple]:
+    """The ``(m, eta, signal, warm start, seed)`` jobs of the sweep, less the cells of ``--skip``."""
+    skipped = {(sig, float(eta)) for sig, _, eta in (spec.partition("@") for spec in cfg.skip)}
+    return [(m, eta, sig, w, k) for m in cfg.m for eta in cfg.etas for sig in cfg.teacher_signals
+            for w in cfg.warm_starts for k in range(cfg.seeds) if (sig, eta) not in skipped]
 
 
 def run_key(cfg: ModAddConfig, *extra) -> str:
@@ -263,6 +280,38 @@ def summarise(cfg: ModAddConfig, runs: list[dict]) -> tuple[list[dict], list[dic
     return rows, paired
 
 
+def steps_to_solve(run: dict, threshold: float) -> float:
+    """The first evaluated step at which a run's curve reaches ``threshold`` (``inf``: never)."""
+    return next((float(p["step"]) for p in run["curve"] if p["chain_exact"] >= threshold), float("inf"))
+
+
+def speed_tables(cfg: ModAddConfig, runs: list[dict]) -> list[dict]:
+    """Which method solves first, per cell with curves: for each pair of :data:`MCNEMAR_PAIRS`, the
+    seeds where each solves strictly earlier than the other (a tie, both never solving included,
+    counts for neither), the exact two-sided sign test on those counts, and Holm's correction over
+    the cell's pairs; with each method's median steps to solve."""
+    out = []
+    curved = [r for r in runs if r.get("curve") and r["method"] != WARM_ROW]
+    for cell in sorted(dict.fromkeys(tuple(r[c] for c in CELL) for r in curved)):
+        here = {method: {r["seed"]: steps_to_solve(r, cfg.solve_threshold) for r in curved
+                         if tuple(r[c] for c in CELL) == cell and r["method"] == method} for method in cfg.methods}
+        family = []
+        for a, b in MCNEMAR_PAIRS:
+            if not here.get(a) or not here.get(b) or set(here[a]) != set(here[b]):
+                continue
+            seeds = sorted(here[a])
+            t = mcnemar_exact([here[a][k] < here[b][k] for k in seeds], [here[b][k] < here[a][k] for k in seeds], (a, b))
+            family.append({**dict(zip(CELL, cell)), "difference": t["difference"],
+                           "median_steps_first": float(np.median([here[a][k] for k in seeds])),
+                           "median_steps_second": float(np.median([here[b][k] for k in seeds])),
+                           "first_sooner": t["only_x"], "second_sooner": t["only_y"], "seeds": t["n"], "p": t["p"],
+                           "verdict": t["verdict"].replace(">", "solves sooner than").replace("<", "solves later than")})
+        for row, kept in zip(family, holm([r["p"] for r in family]) if family else []):
+            row["holm verdict"] = row["verdict"] if kept else "not significant"
+        out += family
+    return out
+
+
 def curve_rows(runs: list[dict]) -> list[dict]:
     """``curves.csv``: one row per (cell, method, seed, step) of the runs that kept a curve."""
     return [{**{c: r[c] for c in CELL}, "method": r["method"], "seed": r["seed"], **point}
@@ -270,8 +319,9 @@ def curve_rows(runs: list[dict]) -> list[dict]:
 
 
 def report_md(cfg: ModAddConfig, teachers: list[dict], rows: list[dict], solves: list[dict], mcnemar: list[dict],
-              paired: list[dict]) -> str:
-    """The run's ``results.md``: teachers, solve rates, McNemar tests, students and paired differences."""
+              paired: list[dict], speed: list[dict] | None = None) -> str:
+    """The run's ``results.md``: teachers, solve rates, McNemar tests, which method solves first
+    (with curves), students and paired differences."""
     control = [r for r in solves if r["eta"] == 0.0]
     control_ok = bool(control) and all(r["solve_rate"] >= 0.9 for r in control)
     md = (f"# Modular addition with a noisy teacher\n\np = {cfg.p}, law = {cfg.law}, noised student = {cfg.noised_student}; "
@@ -289,6 +339,10 @@ def report_md(cfg: ModAddConfig, teachers: list[dict], rows: list[dict], solves:
           + markdown_table(solves)
           + "\n## Paired solve differences (exact McNemar)\n\nSame cell and seed (a seed's warm start is shared by its methods); "
             "`holm verdict`: Holm's correction over the family of the three differences of each cell.\n\n" + markdown_table(mcnemar)
+          + (f"\n## Which method solves first (curves every {cfg.curve_every} steps)\n\nPer seed, the first evaluated step at "
+             f"which each method's greedy chain exact match reaches {cfg.solve_threshold} (`inf`: never within the budget); "
+             "the exact sign test on the seeds where one solves strictly sooner (ties count for neither), Holm over each "
+             "cell's pairs.\n\n" + markdown_table(speed) if speed else "")
           + "\n## Students (chain exact match)\n\n" + markdown_table(rows)
           + f"\n## Paired differences against BC\n\nSame m, eta, signal, warm start and seed; mean with 95 % t-interval; "
             f"`p`: exact sign-flip p-value, on which `verdict` rests (with {cfg.seeds} seeds the smallest possible p is "

@@ -218,9 +218,41 @@ def test_curves_record_the_training_without_changing_it(tmp_path):
     for r in curved["runs"]:
         assert [p["step"] for p in r["curve"]] == [0, 4, 8, 10]
         assert r["curve"][-1]["chain_exact"] == r["chain_exact"]
-    for name in ("curves.csv", "curves.png", "curves.pdf"):
+    for name in ("curves.csv", "curves.png", "curves.pdf", "speed.csv"):
         assert (tmp_path / "curved" / name).exists()
+    assert {r["difference"] for r in curved["speed"]} == {"nail-F - bc"} and "solves first" in (tmp_path / "curved" / "results.md").read_text()
     assert not (tmp_path / "plain" / "curves.csv").exists()
     assert study.run_key(study.ModAddConfig(curve_every=4), "run") != study.run_key(study.ModAddConfig(), "run")
     with pytest.raises(ValueError, match="--curve-every must be >= 0"):
         study.ModAddConfig(curve_every=-1)
+
+
+def test_speed_tables_count_who_solves_first():
+    """GIVEN 8 seeds whose curves solve NAIL-F at step 10, BC at 20 on six seeds and never on two,
+    and OPD-F at 10 (ties with NAIL) WHEN the speed table is made THEN NAIL-F is sooner than BC on
+    all 8 (sign test p = 2 / 2^8), ties with OPD-F count for neither, and medians are reported."""
+    cfg = study.ModAddConfig(methods=("bc", "opd-F", "nail-F"), seeds=8, etas=(0.2,), curve_every=10, steps=30)
+
+    def run(method, seed, solve_at):
+        curve = [{"step": s, "chain_exact": 1.0 if s >= solve_at else 0.0} for s in (0, 10, 20, 30)]
+        return {"m": 8, "eta": 0.2, "teacher_signal": "full", "warm_start": 0, "method": method, "seed": seed, "curve": curve}
+
+    runs = [run("nail-F", k, 10) for k in range(8)] + [run("opd-F", k, 10) for k in range(8)]
+    runs += [run("bc", k, 20 if k < 6 else 99) for k in range(8)]
+    rows = {r["difference"]: r for r in study.speed_tables(cfg, runs)}
+    nail_bc = rows["nail-F - bc"]
+    assert (nail_bc["first_sooner"], nail_bc["second_sooner"], nail_bc["seeds"]) == (8, 0, 8)
+    assert nail_bc["p"] == pytest.approx(2 / 2 ** 8) and nail_bc["holm verdict"] == "nail-F solves sooner than bc"
+    assert nail_bc["median_steps_first"] == 10 and nail_bc["median_steps_second"] == 20
+    assert (rows["nail-F - opd-F"]["first_sooner"], rows["nail-F - opd-F"]["second_sooner"]) == (0, 0)
+    assert rows["nail-F - opd-F"]["holm verdict"] == "not significant"
+    assert study.steps_to_solve(runs[-1], 0.9) == float("inf")
+
+
+def test_skip_leaves_out_cells_and_names_bad_specs():
+    cfg = study.ModAddConfig(m=(31,), etas=(0.0, 0.2), teacher_signals=("paper", "full"), seeds=2, skip=("full@0.0",))
+    cells = {(m, eta, sig) for m, eta, sig, _, _ in study.jobs(cfg)}
+    assert cells == {(31, 0.0, "paper"), (31, 0.2, "paper"), (31, 0.2, "full")} and len(study.jobs(cfg)) == 6
+    for bad in ("full", "full@0.1", "sampled@0.0", "full@zero"):
+        with pytest.raises(ValueError, match="--skip takes SIGNAL@ETA"):
+            study.ModAddConfig(etas=(0.0, 0.2), teacher_signals=("paper", "full"), skip=(bad,))
