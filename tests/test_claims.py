@@ -14,9 +14,11 @@ import pytest
 import yaml
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from scipy import stats as sps
 
 from experiments import claims
 from shiftbounds.ledger import check, rules
+from shiftbounds.ledger.decide import Context, mcnemar, noninferior
 from shiftbounds.ledger.render import END, START, ledger, load_claims, stray_verdicts
 from shiftbounds.utils.stats import sign_flip_p
 
@@ -210,3 +212,63 @@ def test_no_verdict_words_outside_the_generated_blocks():
     assert not any(found.values()), found
     planted = f"Intro.\n{START}\n| **supported** |\n{END}\nThe ordering is supported by both runs; `contradicted` is a word."
     assert stray_verdicts(planted) == ["supported"]
+
+
+# ----------------------------------------------------------------------------- modular addition's confirmatory rows
+def _modadd_folder(root: Path, solves: dict[tuple[str, float, str], list[bool]]) -> None:
+    """A run folder with ``runs.csv`` (one row per method, cell and seed; solved -> exact match 1.0)."""
+    folder = root / "results/modadd/x"
+    folder.mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"config": {"solve_threshold": 0.9}}))
+    rows = [{"m": 31, "eta": eta, "teacher_signal": sig, "warm_start": 0, "method": method, "seed": k, "chain_exact": float(s),
+             "answer_exact": float(s)} for (method, eta, sig), ss in solves.items() for k, s in enumerate(ss)]
+    with (folder / "runs.csv").open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+
+
+def _claim(kind: str, eta: float, signal: str, **extra) -> dict:
+    return {"kind": kind, "folder": "results/modadd/x", "m": 31, "eta": eta, "signal": signal,
+            "differences": ["nail-F - bc", "nail-F - opd-F"], **extra}
+
+
+def test_modadd_rows_read_their_own_signal_and_decide_by_their_rules(tmp_path):
+    """GIVEN 29 seeds where, at eta 0.2 with the paper's signal, NAIL solves all and BC / OPD only the
+    first 10 / 19, and with the full signal every method solves all; at eta 0 BC and OPD solve all and
+    NAIL all but one WHEN the confirmatory rows are decided THEN the paper-signal ordering is supported,
+    the full-signal control (no discordance) is uninformative; at eta 0 one BC-only solve of 29 leaves
+    non-inferiority undecided (exact upper bound 0.178 > margin 0.15), none supports it (0.119),
+    and NAIL solving 5 of 29 contradicts it; a folder that is not shipped is untested."""
+    n = 29
+    solves = {("nail-F", 0.2, "paper"): [True] * n, ("bc", 0.2, "paper"): [k < 10 for k in range(n)],
+              ("opd-F", 0.2, "paper"): [k < 29 - 10 for k in range(n)]}
+    solves |= {(m, 0.2, "full"): [True] * n for m in ("nail-F", "bc", "opd-F")}
+    solves |= {("nail-F", 0.0, "paper"): [k != 3 for k in range(n)], ("bc", 0.0, "paper"): [True] * n,
+               ("opd-F", 0.0, "paper"): [True] * n}
+    _modadd_folder(tmp_path, solves)
+    ctx = Context(tmp_path, 0.05, 0.005, {"solve_rate": 0.15})
+    claimed = {"claimed": ["nail-F - bc", "nail-F - opd-F"]}
+    paper = mcnemar(_claim("mcnemar", 0.2, "paper", **claimed), ctx)
+    assert paper.verdict == "supported" and "19 only first, 0 only second of 29" in paper.number and "10 only first" in paper.number
+    assert mcnemar(_claim("mcnemar", 0.2, "full", **claimed), ctx).verdict == "uninformative"
+    clean = noninferior(_claim("noninferior", 0.0, "paper", margin="solve_rate"), ctx)
+    assert clean.verdict == "not significant" and "only second solves 1 of 29 seeds (upper bound 0.178)" in clean.number
+    for change, verdict in ((("nail-F", [True] * n), "supported"), (("nail-F", [k < 5 for k in range(n)]), "contradicted")):
+        shutil.rmtree(tmp_path / "results")
+        _modadd_folder(tmp_path, {**solves, (change[0], 0.0, "paper"): change[1]})
+        assert noninferior(_claim("noninferior", 0.0, "paper", margin="solve_rate"), ctx).verdict == verdict
+    assert mcnemar(_claim("mcnemar", 0.2, "paper", folder="results/modadd/none"), ctx).verdict == "untested"
+
+
+@given(successes=st.integers(0, 40), extra=st.integers(1, 40))
+@example(successes=0, extra=29)
+def test_upper_rate_bound_is_the_exact_one_sided_clopper_pearson_bound(successes, extra):
+    """At the bound the probability of so few successes is alpha (for successes < n); 0 of 29 at 0.025 is 1 - 0.025^(1/29)."""
+    n = successes + extra
+    upper = rules.upper_rate_bound(successes, n, 0.025)
+    assert sps.binom.cdf(successes, n, upper) == pytest.approx(0.025, rel=1e-6)
+    if successes == 0:
+        assert upper == pytest.approx(1 - 0.025 ** (1 / n), rel=1e-9)
+    with pytest.raises(ValueError, match="need 0 <= successes <= n"):
+        rules.upper_rate_bound(n + 1, n, 0.025)

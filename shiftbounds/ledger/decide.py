@@ -317,30 +317,65 @@ def sample_size(claim: dict, ctx: Context) -> Verdict:
                    "disjoint 95 % bootstrap intervals of the medians over seeds (a conservative test; one cell, no family)")
 
 
-def mcnemar(claim: dict, ctx: Context) -> Verdict:
+def _solve_pairs(claim: dict, ctx: Context) -> tuple[list[tuple], float] | None:
+    """Per difference ``a - b`` of the claim: its discordant counts and seeds in the claim's cell
+    (``m``, ``eta`` and, when named, the teacher ``signal``), with the run's solve threshold."""
     folder = ctx.root / claim["folder"]
     if not (folder / "runs.csv").is_file():
-        return Verdict("untested", "no solve-rate test shipped", "none")
+        return None
     rows = sources.read_csv(folder / "runs.csv")
     threshold = float(json.loads((folder / "config.json").read_text(encoding="utf-8"))["config"]["solve_threshold"])
-    pairs, ps = [], []
+    pairs = []
     for d in claim["differences"]:
-        x, y = (sources.solved(rows, m=claim["m"], eta=claim["eta"], method=k, threshold=threshold) for k in d.split(" - "))
-        only_a, only_b = sum(x[s] and not y[s] for s in x), sum(y[s] and not x[s] for s in x)
-        pairs.append((d, only_a, only_b, len(x)))
-        ps.append(rules.mcnemar_p(only_a, only_b))
+        x, y = (sources.solved(rows, m=claim["m"], eta=claim["eta"], method=k, threshold=threshold, signal=claim.get("signal"))
+                for k in d.split(" - "))
+        pairs.append((d, sum(x[s] and not y[s] for s in x), sum(y[s] and not x[s] for s in x), len(x)))
+    return pairs, threshold
+
+
+def mcnemar(claim: dict, ctx: Context) -> Verdict:
+    """Solve-rate orderings by exact McNemar tests, Holm over the claim's differences: ``supported``
+    where every difference of ``claimed`` (default: NAIL-F and OPD-F each above BC) is significant
+    in its direction, ``contradicted`` where any difference is significant the other way."""
+    found = _solve_pairs(claim, ctx)
+    if found is None:
+        return Verdict("untested", "no solve-rate test shipped", "none")
+    pairs, threshold = found
+    ps = [rules.mcnemar_p(a_, b_) for _, a_, b_, _ in pairs]
     bars = rules.holm_bars(ps, ctx.alpha)
     verdicts = {d: rules.mcnemar_verdict(a_, b_, bar, ctx.alpha) for (d, a_, b_, _), bar in zip(pairs, bars)}
-    ordered = lambda d, sign: verdicts[d] == sign  # noqa: E731
     if any(v == "<" for v in verdicts.values()):
         verdict = "contradicted"
-    elif ordered("nail-F - bc", ">") and ordered("opd-F - bc", ">"):
+    elif all(verdicts[d] == ">" for d in claim.get("claimed", ("nail-F - bc", "opd-F - bc"))):
         verdict = "supported"
     else:
         verdict = "uninformative" if all(v == "uninformative" for v in verdicts.values()) else "not significant"
     parts = [f"{d}: {a_} only first, {b_} only second of {n} seeds, p {p:.3g} ({verdicts[d]})" for (d, a_, b_, n), p in zip(pairs, ps)]
     return Verdict(verdict, "; ".join(parts), f"exact McNemar; Holm over the {len(pairs)} differences at {ctx.alpha}; uninformative: "
                    f"with that few discordant pairs no split reaches {ctx.alpha}; solve = chain exact match >= {threshold:g}")
+
+
+def noninferior(claim: dict, ctx: Context) -> Verdict:
+    """Solve-rate non-inferiority of the first method of each difference ``a - b``: ``a``'s rate is at
+    least ``b``'s less the claim's margin where the exact (Clopper-Pearson) upper bound of the
+    share of seeds only ``b`` solves, at ``alpha / (number of differences)`` one-sided, lies below the
+    margin (the rate difference is at least minus that share); ``contradicted`` where an exact
+    McNemar test (Holm over the differences) finds ``a`` below ``b``; all differences must agree."""
+    found = _solve_pairs(claim, ctx)
+    if found is None:
+        return Verdict("untested", "no solve-rate test shipped", "none")
+    pairs, threshold = found
+    margin, level = ctx.margins[claim["margin"]], ctx.alpha / len(pairs)
+    bars = rules.holm_bars([rules.mcnemar_p(a_, b_) for _, a_, b_, _ in pairs], ctx.alpha)
+    verdicts, parts = [], []
+    for (d, a_, b_, n), bar in zip(pairs, bars):
+        upper = rules.upper_rate_bound(b_, n, level)
+        worse = rules.mcnemar_verdict(a_, b_, bar, ctx.alpha) == "<"
+        verdicts.append("contradicted" if worse else "supported" if upper < margin else "not significant")
+        parts.append(f"{d}: only second solves {b_} of {n} seeds (upper bound {upper:.3f}), only first {a_}: {verdicts[-1]}")
+    return Verdict(rules.combine(verdicts), "; ".join(parts),
+                   f"non-inferiority margin {margin:g} in solve rate: exact one-sided Clopper-Pearson bound at {level:.3g} per "
+                   f"difference (Bonferroni over {len(pairs)}); solve = chain exact match >= {threshold:g}")
 
 
 # ----------------------------------------------------------------------------- user simulators
@@ -364,5 +399,5 @@ def simulator_paired(claim: dict, ctx: Context) -> Verdict:
 KINDS: dict[str, Callable[[dict, Context], Verdict]] = {
     f.__name__: f for f in (bound_holds, slope, pipeline_ordering, pipeline_sim_gap, headroom, sweep_growth, dialogue_ordering,
                             dialogue_sim_gap, dialogue_curve, bc_rate, nail_polynomial, crossover_exists, crossover_predicted,
-                            sample_size, mcnemar, simulator_paired)}
+                            sample_size, mcnemar, noninferior, simulator_paired)}
 """Every kind of claim the data file may name, by name."""

@@ -163,6 +163,14 @@ def mcnemar_verdict(only_a: int, only_b: int, bar: float, alpha: float) -> str:
     return "uninformative" if smallest_mcnemar_p(n) >= alpha else "not significant"
 
 
+def upper_rate_bound(successes: int, n: int, alpha: float) -> float:
+    """The exact one-sided (Clopper-Pearson) upper confidence bound at level ``1 - alpha`` of a rate
+    with ``successes`` of ``n`` (1 when every trial succeeds)."""
+    if not 0 <= successes <= n or n < 1 or not 0 < alpha < 1:
+        raise ValueError(f"need 0 <= successes <= n, n >= 1 and 0 < alpha < 1; got {successes}, {n}, {alpha}")
+    return 1.0 if successes == n else float(_stats.beta.ppf(1 - alpha, successes + 1, n - successes))
+
+
 def show_mean(row: dict, digits: int = 3) -> str:
     """``mean [low, high]`` of a :func:`family_ordering` member, or ``mean (constant over the n
     replicates)`` where the differences do not vary: never a zero-width interval."""

@@ -72,12 +72,13 @@ def dialogue_difference(rows: list[dict], user: str, difference: str) -> np.ndar
     return np.array([x[s] - y[s] for s in sorted(x)], dtype=float)
 
 
-def solved(rows: list[dict], *, m: int, eta: float, method: str, threshold: float) -> dict[int, bool]:
-    """Modular addition: whether each seed's ``method`` solves (greedy chain exact match >= ``threshold``)."""
+def solved(rows: list[dict], *, m: int, eta: float, method: str, threshold: float, signal: str | None = None) -> dict[int, bool]:
+    """Modular addition: whether each seed's ``method`` solves (greedy chain exact match >= ``threshold``),
+    in the cells of teacher ``signal`` only when one is given."""
     out = {int(r["seed"]): float(r["chain_exact"]) >= threshold for r in rows
-           if int(r["m"]) == m and float(r["eta"]) == eta and r["method"] == method}
+           if int(r["m"]) == m and float(r["eta"]) == eta and r["method"] == method and signal in (None, r["teacher_signal"])}
     if not out:
-        raise ValueError(f"modadd runs.csv holds no row for m={m}, eta={eta}, method={method!r}")
+        raise ValueError(f"modadd runs.csv holds no row for m={m}, eta={eta}, method={method!r}, signal={signal!r}")
     return out
 
 

@@ -30,6 +30,7 @@ from shiftbounds.dialogue.neural.rollout import ExplicitUser, Memory
 from shiftbounds.dialogue.neural.tokens import BOS, Vocab
 from shiftbounds.dialogue.summary import SummarySpace
 from shiftbounds.dialogue.tasks import ACCEPT, ENDING_ACTS, REJECT, judge_reward
+from shiftbounds.losses import log_probs
 from shiftbounds.nn.transformer import Transformer
 
 OBJECTIVES = ("accept", "judge")
@@ -130,7 +131,7 @@ def policy_log_probs(tree: HistoryTree, agent: Transformer) -> list[np.ndarray]:
         if t:
             parent = torch.as_tensor(np.nonzero(tree.child[t - 1] >= 0)[0], device=device)
             logits, cache = agent(tree.tokens[t][:, -2:].to(device), [(k[parent], v[parent]) for k, v in cache])
-        out.append(torch.log_softmax(logits[:, -1, vocab.agent_offset: vocab.agent_offset + vocab.n_agent].double(), -1).cpu().numpy())
+        out.append(log_probs(logits[:, -1, vocab.agent_offset: vocab.agent_offset + vocab.n_agent].double()).cpu().numpy())
     return out
 
 
