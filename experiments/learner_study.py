@@ -15,8 +15,8 @@ the optimisation error (the exact optimum of the KL-regularised objective on the
 history, ``shiftbounds.dialogue.neural.soft_optimum``).
 
 Writes ``learner.csv``, ``best.csv``, ``split.csv`` (per configuration, task and arm),
-``split_seeds.csv`` (per seed), ``learner.md``, ``results.json`` and ``learner.{png,pdf}`` under
-``--out-dir``.
+``split_seeds.csv`` (per seed), ``learner.md``, ``results.json``, ``learner.{png,pdf}`` and
+``split.{png,pdf}`` under ``--out-dir``.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from experiments import full_pipeline
 from shiftbounds.dialogue.exact.references import exact_references
 from shiftbounds.dialogue.neural.learner import SPLIT_PARTS, VARIANTS, best_rows, exact_split, split_summary, variant_rows
 from shiftbounds.dialogue.neural.pipeline import PipelineConfig
-from shiftbounds.figures import plot_learner_gaps
+from shiftbounds.figures import plot_gap_split, plot_learner_gaps
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
 
@@ -95,6 +95,7 @@ def run(cfg: LearnerStudyConfig) -> dict:
                         "weight `beta`; `regularisation_cost` = `optimum - soft_optimum`, `optimisation_error` = `soft_optimum - learned`.\n\n"
                       + markdown_table(split, split_cols))
     plot_learner_gaps(results, out / "learner")
+    plot_gap_split(results, out / "split")
     return results
 
 

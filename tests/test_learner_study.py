@@ -44,7 +44,7 @@ def test_learner_study_smoke_runs_resumes_and_refuses_a_bad_variant(tmp_path, ca
     gaps = [r for r in res["rows"] if "gap_median" in r]
     assert len(gaps) == 2 * 2 * 3  # variants x tasks x exact-optimum arms
     for name in ("learner.csv", "best.csv", "split.csv", "split_seeds.csv", "learner.md", "results.json", "learner.png",
-                 "learner.pdf", "today/results.json"):
+                 "learner.pdf", "split.png", "split.pdf", "today/results.json"):
         assert (out / name).exists(), name
     # the exact split adds up, its parts are signed as they must be, and the exact gap of each
     # learned agent sits near the gap measured from sampled dialogues
@@ -53,6 +53,8 @@ def test_learner_study_smoke_runs_resumes_and_refuses_a_bad_variant(tmp_path, ca
     for r in res["split_seeds"]:
         assert r["gap"] == pytest.approx(r["regularisation_cost"] + r["optimisation_error"], abs=1e-12)
         assert r["regularisation_cost"] >= -1e-12 and r["soft_kl"] >= 0 and r["beta"] == 0.05
+    for r in res["split"]:
+        assert r["gap_mean"] == pytest.approx(r["regularisation_cost_mean"] + r["optimisation_error_mean"], abs=1e-12)
     for r in res["split"]:
         exact = [x["gap"] for x in res["split_seeds"] if (x["variant"], x["task"], x["arm"]) == (r["variant"], r["task"], r["arm"])]
         assert abs(sum(exact) / len(exact) - sampled[(r["variant"], r["task"], r["arm"])]) < 0.1

@@ -8,6 +8,7 @@ returns the PNG and PDF paths it wrote. The text path's figures live in
 from shiftbounds.figures.bounds import plot_bound_check
 from shiftbounds.figures.dialogue import (
     plot_compounding_sweep,
+    plot_gap_split,
     plot_learner_gaps,
     plot_log_size,
     plot_pipeline_curves,
@@ -22,6 +23,7 @@ from shiftbounds.figures.imitation import plot_modadd, plot_modadd_curves, plot_
 
 __all__ = [
     "plot_compounding_sweep",
+    "plot_gap_split",
     "plot_learner_gaps",
     "plot_log_size",
     "plot_bound_check",

@@ -253,6 +253,35 @@ def plot_learner_gaps(results: dict, stem: Path) -> list[Path]:
     return save_figure(fig, stem)
 
 
+def plot_gap_split(results: dict, stem: Path) -> list[Path]:
+    """``experiments.learner_study``'s exact split: one panel per (task, exact-optimum arm), per tried
+    configuration the mean over seeds of the gap to the unregularised optimum as a stack of the KL
+    regularisation's cost (lower) and the optimisation error (upper; below 0 where the learner beat
+    the soft optimum's objective), the median gap as a tick, the 0.03 target dashed."""
+    split = results["split"]
+    variants = list(results["variants"])
+    tasks = list(dict.fromkeys(r["task"] for r in split))
+    arms = list(dict.fromkeys(r["arm"] for r in split))
+    fig, axes = new_figure(ncols=len(arms), nrows=len(tasks), width=2.6, height=2.3)
+    x = np.arange(len(variants))
+    for row, task in enumerate(tasks):
+        axes[row, 0].set_ylabel("gap to the optimum (mean)")
+    for (row, task), (col, arm) in ((t, a) for t in enumerate(tasks) for a in enumerate(arms)):
+        ax = axes[row, col]
+        by = {r["variant"]: r for r in split if (r["task"], r["arm"]) == (task, arm)}
+        reg = np.array([by[v]["regularisation_cost_mean"] for v in variants])
+        opt = np.array([by[v]["optimisation_error_mean"] for v in variants])
+        ax.bar(x, reg, color=series_style(0)["color"], label="regularisation cost")
+        ax.bar(x, opt, bottom=reg, color=series_style(1)["color"], label="optimisation error")
+        ax.plot(x, [by[v]["gap_median"] for v in variants], "k_", ms=6, label="gap (median)")
+        ax.axhline(0.03, color="0.5", lw=0.8, ls="--")
+        ax.set_ylim(bottom=min(0.0, float((reg + np.minimum(opt, 0)).min())))
+        ax.set_title(f"{task}: {arm}", fontsize=7)
+        ax.set_xticks(x, variants, rotation=60, ha="right", fontsize=5)
+    axes[0, -1].legend(frameon=False, fontsize=5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    return save_figure(fig, stem)
+
+
 def plot_variance_components(results: dict, stem: Path) -> list[Path]:
     """``experiments.variance_study``: left, each level's share of the variance of Calibrated -
     Interactive RL (bars; 95 % interval from resampling the draws); right, every unit's difference

@@ -124,8 +124,8 @@ SPLIT_PARTS = ("gap", "regularisation_cost", "optimisation_error")
 
 
 def split_summary(name: str, rows: list[dict]) -> list[dict]:
-    """Per task and arm of one configuration's :func:`exact_split` rows: the median over seeds of
-    the gap and of its two parts (and the median KL weight and ``J(pi_beta)``)."""
+    """Per task and arm of one configuration's :func:`exact_split` rows: the median and the mean over
+    seeds of the gap and of its two parts (the means add up), and the median ``J(pi_beta)``."""
     out = []
     for task in dict.fromkeys(r["task"] for r in rows):
         for arm in OBJECTIVES:
@@ -133,5 +133,6 @@ def split_summary(name: str, rows: list[dict]) -> list[dict]:
             if rs:
                 out.append({"variant": name, "task": task, "arm": arm, "beta": rs[0]["beta"], "seeds": len(rs),
                             "optimum": rs[0]["optimum"], "soft_optimum": float(np.median([r["soft_optimum"] for r in rs])),
-                            **{f"{part}_median": float(np.median([r[part] for r in rs])) for part in SPLIT_PARTS}})
+                            **{f"{part}_median": float(np.median([r[part] for r in rs])) for part in SPLIT_PARTS},
+                            **{f"{part}_mean": float(np.mean([r[part] for r in rs])) for part in SPLIT_PARTS}})
     return out
