@@ -18,7 +18,7 @@ from scipy import stats as sps
 
 from experiments import claims
 from shiftbounds.ledger import check, rules
-from shiftbounds.ledger.decide import Context, mcnemar, noninferior
+from shiftbounds.ledger.decide import PERTURBED, REPEAT, Context, mcnemar, noninferior, pipeline_ordering
 from shiftbounds.ledger.render import END, START, ledger, load_claims, stray_verdicts
 from shiftbounds.utils.stats import sign_flip_p
 
@@ -272,3 +272,27 @@ def test_upper_rate_bound_is_the_exact_one_sided_clopper_pearson_bound(successes
         assert upper == pytest.approx(1 - 0.025 ** (1 / n), rel=1e-9)
     with pytest.raises(ValueError, match="need 0 <= successes <= n"):
         rules.upper_rate_bound(n + 1, n, 0.025)
+
+
+def test_perturbed_main_job_runs_join_the_ordering_when_shipped(tmp_path):
+    """GIVEN copies of the main job and its repeat WHEN a perturbed-weights run (--perturb-init 1)
+    equal to the main job is added THEN the supported headline ordering stays supported and names
+    it; WHEN that run's calibrated and static_myopic J_real are swapped on every seed THEN the
+    ordering is no longer called (every run must call it)."""
+    claim = {"kind": "pipeline_ordering", "a": "calibrated", "b": "static_myopic", "family": "secondary"}
+    for folder in (MAIN, REPEAT):
+        (tmp_path / folder).mkdir(parents=True)
+        for name in ("results.json", "paired.csv"):
+            shutil.copy(ROOT / folder / name, tmp_path / folder / name)
+    ctx = Context(tmp_path, 0.05, 0.005, {})
+    assert pipeline_ordering(claim, ctx).verdict == "supported"
+    perturbed = tmp_path / PERTURBED[0]
+    shutil.copytree(tmp_path / MAIN, perturbed)
+    same = pipeline_ordering(claim, ctx)
+    assert same.verdict == "supported" and "perturbed 1:" in same.number and "all 6 call it" in same.family
+    results = json.loads((perturbed / "results.json").read_text())
+    for r in results["runs"]:
+        p = r["paradigms"]
+        p["calibrated"]["J_real"], p["static_myopic"]["J_real"] = p["static_myopic"]["J_real"], p["calibrated"]["J_real"]
+    (perturbed / "results.json").write_text(json.dumps(results))
+    assert pipeline_ordering(claim, ctx).verdict != "supported"

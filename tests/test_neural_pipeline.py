@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 import torch
 
 from experiments import full_pipeline as fp
 from shiftbounds.dialogue.neural import measures as M
+from shiftbounds.dialogue.neural.analysis import verdict_flips
 from shiftbounds.dialogue.neural.history import exact_tree
+from shiftbounds.dialogue.neural.pipeline import PipelineConfig, seed_setup
 from shiftbounds.dialogue.neural.rollout import ExplicitUser, NeuralUser, agent_turn_logits, draw_noise, inverse_cdf, rollout
 from shiftbounds.dialogue.neural.tokens import BOS, PAD, Vocab, encode
 from shiftbounds.dialogue.neural.training import ModelConfig, RLConfig, SFTConfig, sft, train_agent
 from shiftbounds.dialogue.prepare import data_policy, prepare_task, sample_logs
 from shiftbounds.dialogue.summary import build_space
 from shiftbounds.dialogue.tasks import guess_number, prompted_simulator
+from shiftbounds.nn.transformer import perturb_weights
 from shiftbounds.utils.cli import parse_config
 
 
@@ -340,3 +345,39 @@ def test_full_pipeline_sweep_smoke(tmp_path):
     assert all(abs(r["gap"]) <= r["bound"] + 1e-9 for r in res["exact"])  # the exact end points obey the theorems
     again = fp.main(args)
     assert again["sweep"] == res["sweep"]
+
+
+def test_perturbed_weights_move_by_rounding_and_change_the_run(tmp_path):
+    """GIVEN --perturb-init WHEN a network is built THEN each non-zero weight moves by about 1e-7 of
+    itself (never more than 1e-6), different keys move it differently, scale 0 leaves it untouched; a smoke run
+    with a perturbation differs from the unperturbed one (so the option is not silent)."""
+    cfg = parse_config(PipelineConfig, "", fp.PRESETS, ["--preset", "smoke", "--out-dir", str(tmp_path / "a")], name="x")
+    plain = seed_setup(cfg, "guess_number", 0).build("agent")
+    moved = seed_setup(replace(cfg, perturb_init=1), "guess_number", 0).build("agent")
+    other = seed_setup(replace(cfg, perturb_init=2), "guess_number", 0).build("agent")
+    for p, q, r in zip(plain.parameters(), moved.parameters(), other.parameters()):
+        nz = p != 0  # zero-initialised biases stay 0: the perturbation is relative
+        if nz.any():
+            rel = (q.double() - p.double()).abs()[nz] / p.double().abs()[nz]
+            assert rel.max() < 1e-6 and (q != p)[nz].float().mean() > 0.3 and not torch.equal(q, r)
+    net = ModelConfig(16, 1).build(Vocab(guess_number(3, horizon=3)))
+    before = [p.clone() for p in net.parameters()]
+    perturb_weights(net, torch.Generator().manual_seed(0), scale=0.0)
+    assert all(torch.equal(a, b) for a, b in zip(before, net.parameters()))
+    a = fp.main(["--preset", "smoke", "--tasks", "guess_number", "--out-dir", str(tmp_path / "a")])
+    b = fp.main(["--preset", "smoke", "--tasks", "guess_number", "--perturb-init", "1", "--out-dir", str(tmp_path / "b")])
+    assert [r["paradigms"] for r in a["runs"]] != [r["paradigms"] for r in b["runs"]]
+    with pytest.raises(ValueError, match="--perturb-init must be >= 0"):
+        PipelineConfig(perturb_init=-1)
+
+
+def test_verdict_flips_count_changed_verdicts_and_keep_only_unanimous_orderings():
+    default = [{"task": "t", "difference": "a - b", "holm verdict": "a > b"}, {"task": "t", "difference": "a - c", "holm verdict": "not significant"}]
+    same = [dict(r) for r in default]
+    flipped = [{**default[0], "holm verdict": "not significant"}, {**default[1], "holm verdict": "a > c"}]
+    out = verdict_flips(default, [same, flipped, same])
+    assert out["flip_rate"] == pytest.approx(2 / 6)
+    assert [r["robust"] for r in out["rows"]] == ["not significant", "not significant"] and all(r["flips"] for r in out["rows"])
+    assert verdict_flips(default, [same])["flip_rate"] == 0 and verdict_flips(default, [same])["rows"][0]["robust"] == "a > b"
+    with pytest.raises(ValueError, match="compares other pairs"):
+        verdict_flips(default, [default[:1]])

@@ -20,6 +20,9 @@ from shiftbounds.ledger import rules, sources
 from shiftbounds.ledger.rules import Verdict
 
 MAIN, REPEAT = "results/full_pipeline/default", "results/full_pipeline/default_seed1"
+PERTURBED = tuple(f"{MAIN}_perturb{i}" for i in (1, 2, 3))
+"""The main job rerun with ``--perturb-init 1, 2, 3`` (float32-level changes standing in for other
+CPUs); where shipped, an ordering is called only where the run, its repeat and every one of them call it."""
 TASKS = ("guess_number", "booking")
 SWEEP = "results/full_pipeline/sweep"
 BOUND_CHECK = "results/bound_check/default"
@@ -102,7 +105,8 @@ def pipeline_ordering(claim: dict, ctx: Context) -> Verdict:
     if len(folders) < 2:
         return Verdict("untested", "", "the run and its repeat (--seed 1) are both needed")
     verdicts, parts, sizes = [], [], []
-    for label, folder in (("run", MAIN), ("repeat", REPEAT)):
+    perturbed = [f for f in PERTURBED if (ctx.root / f / "results.json").is_file()]
+    for label, folder in (("run", MAIN), ("repeat", REPEAT), *((f"perturbed {f[-1]}", f) for f in perturbed)):
         decided, size = _pipeline_family(ctx, folder, claim)
         sizes.append(size)
         rows = [decided[f"{t}: {a} - {b}"] for t in TASKS]
@@ -110,9 +114,10 @@ def pipeline_ordering(claim: dict, ctx: Context) -> Verdict:
         parts.append(f"{label}: " + "; ".join(f"{t} {rules.show_mean(r)} p {r['p']:.2g}" for t, r in zip(TASKS, rows)))
     what = (f"Holm over the run's stated family ({sizes[0]} comparisons, both tasks) at {ctx.alpha}" if claim["family"] == "run" else
             f"secondary family of its own (this comparison on both tasks, not in the run's stated family), Holm at {ctx.alpha}")
+    where = (f"in the run, its repeat (--seed 1) and {len(perturbed)} runs with perturbed initial weights, an ordering where "
+             f"all {2 * (2 + len(perturbed))} call it" if perturbed else "in the run and its repeat (--seed 1), an ordering where all four call it")
     return Verdict(rules.direction(verdicts, a, b), " | ".join(parts),
-                   f"exact sign-flip over seeds; {what}; in the run and its repeat (--seed 1), an ordering where all four call it; "
-                   "intervals at the Holm bar each met")
+                   f"exact sign-flip over seeds; {what}; {where}; intervals at the Holm bar each met")
 
 
 def pipeline_sim_gap(claim: dict, ctx: Context) -> Verdict:

@@ -142,6 +142,17 @@ class Transformer(nn.Module):
         return self.cls(h[:, -1])
 
 
+@torch.no_grad()
+def perturb_weights(model: nn.Module, generator: torch.Generator, scale: float = 1e-7) -> nn.Module:
+    """Multiply every parameter of ``model`` in place by ``1 + scale * z``, ``z`` standard normal from
+    ``generator`` (on the CPU, parameter by parameter in order): at ``1e-7`` a change of about one
+    float32 rounding step, the size by which two CPUs' kernels can differ."""
+    for p in model.parameters():
+        z = torch.randn(p.shape, generator=generator, dtype=torch.float64)
+        p.copy_((p.double() * (1 + scale * z.to(p.device))).to(p.dtype))
+    return model
+
+
 def empty_cache(model: Transformer) -> KVCache:
     """A cache for :meth:`Transformer.forward` with nothing in it yet."""
     return [None] * model.cfg.n_layer

@@ -237,3 +237,25 @@ def sweep_md(cfg: PipelineConfig, span: float, rows: list[dict], exact: list[dic
           "Quadratic compounding is a slope of 2.\n\n"
         + markdown_table(growth, ["task", "paradigm", "horizons", "points", "zero_gaps", "gap_slope", "gap_slope_ci",
                                   "bound_slope", "bound_slope_ci", "ratio_slope", "ratio_slope_ci"]))
+
+
+def verdict_flips(default: list[dict], perturbed: list[list[dict]]) -> dict:
+    """How the paired family's verdicts move under float32-level perturbations (``--perturb-init``):
+    ``default`` and each of ``perturbed`` are a run's :func:`paired_rows` (the same comparisons).
+    Returns ``rows`` (per task and difference: the default run's ``holm verdict``, each perturbed
+    run's, whether any differs, and the ``robust`` verdict: the ordering where every run calls it,
+    else ``not significant``) and ``flip_rate`` (the share of (perturbed run, comparison) pairs whose
+    verdict differs from the default run's)."""
+    key = lambda r: (r["task"], r["difference"])  # noqa: E731
+    base = {key(r): r["holm verdict"] for r in default}
+    others = [{key(r): r["holm verdict"] for r in rows} for rows in perturbed]
+    for other in others:
+        if set(other) != set(base):
+            raise ValueError(f"a perturbed run compares other pairs: {sorted(set(other) ^ set(base))}")
+    rows, flips = [], 0
+    for k, v in base.items():
+        vs = [o[k] for o in others]
+        flips += sum(x != v for x in vs)
+        rows.append({"task": k[0], "difference": k[1], "default": v, "perturbed": "; ".join(vs),
+                     "flips": any(x != v for x in vs), "robust": v if all(x == v for x in vs) else "not significant"})
+    return {"rows": rows, "flip_rate": flips / (len(base) * len(others)) if others and base else float("nan")}

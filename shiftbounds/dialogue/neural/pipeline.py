@@ -45,7 +45,7 @@ from shiftbounds.dialogue.neural.training import (
 )
 from shiftbounds.dialogue.prepare import PreparedTask, make_task, prepare_task, sample_logs
 from shiftbounds.dialogue.tasks import REAL_USERS, REWARD_SOURCES, TASKS, prompted_simulator
-from shiftbounds.nn.transformer import Transformer, load_model, save_model
+from shiftbounds.nn.transformer import Transformer, load_model, perturb_weights, save_model
 from shiftbounds.theory.bounds import compounding
 from shiftbounds.utils.device import resolve_device
 from shiftbounds.utils.io import read_json, write_json
@@ -88,6 +88,7 @@ class PipelineConfig:
     # --- run
     seeds: int = field(default=20, metadata={"help": "seeds (independent logs and training)"})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
+    perturb_init: int = field(default=0, metadata={"help": "multiply every initial weight of every network by 1 + 1e-7 z (z standard normal, drawn from a generator keyed by this value; 0 = off): runs that differ from the unperturbed one only at float32 rounding, a stand-in for another CPU"})
     device: str = field(default="cpu", metadata={"help": "cpu, cuda or auto (CUDA when available); generators stay on the CPU, so draws match across devices"})
     workers: int = field(default=0, metadata={"help": "(task, seed) runs at once, each in its own process on one torch thread; 0 = every core. The results do not depend on it", "resume": False})
     out_dir: str = field(default="results/full_pipeline/default", metadata={"help": "results folder", "resume": False})
@@ -114,8 +115,8 @@ class PipelineConfig:
             raise ValueError(f"--device must be cpu, cuda or auto; got {self.device!r}")
         if self.seeds < 2:
             raise ValueError(f"--seeds must be >= 2 (CIs over seeds); got {self.seeds}")
-        if self.workers < 0:
-            raise ValueError(f"--workers must be >= 0 (0 = every core); got {self.workers}")
+        if self.workers < 0 or self.perturb_init < 0:
+            raise ValueError(f"--workers and --perturb-init must be >= 0; got {self.workers}, {self.perturb_init}")
         if self.n_eval < 10 or self.n_curve < 10:
             raise ValueError(f"--n-eval and --n-curve must be >= 10; got {self.n_eval}, {self.n_curve}")
         if self.d_model % 4:
@@ -128,7 +129,7 @@ class PipelineConfig:
                         self.entropy_coef, self.advantage, self.normalise_advantages)
 
 
-LEGACY = {"entropy_coef": 0.0, "advantage": "return", "normalise_advantages": False}
+LEGACY = {"entropy_coef": 0.0, "advantage": "return", "normalise_advantages": False, "perturb_init": 0}
 """Settings added after runs were shipped, with the values those runs were computed with (their
 ``config.json`` lacks them): the resume guard reads them so."""
 
@@ -199,7 +200,10 @@ class SeedRun:
     def build(self, name: str, n_classes: int | None = None) -> Transformer:
         """A fresh network initialised from its own key."""
         with torch_init_seed(self.cfg.seed, self.task_name, self.k, "init", name):
-            return ModelConfig(self.cfg.d_model, self.cfg.n_layer).build(self.vocab, n_classes).to(self.device)
+            net = ModelConfig(self.cfg.d_model, self.cfg.n_layer).build(self.vocab, n_classes)
+        if self.cfg.perturb_init:
+            perturb_weights(net, torch_generator(self.cfg.perturb_init, self.task_name, self.k, "perturb", name))
+        return net.to(self.device)
 
     def model_stage(self, name: str, steps: int, make: Callable[[Callable], Transformer]) -> Transformer:
         """``<name>.pt`` loaded, or ``make(progress)`` computed (per-step progress with ETA) and saved."""
