@@ -23,6 +23,7 @@ from shiftbounds.modadd import (
     with_chain,
 )
 from shiftbounds.nn.transformer import Transformer
+from shiftbounds.utils.stats import seeds_for_mcnemar
 
 
 def test_running_sums_and_consistent_targets():
@@ -256,3 +257,14 @@ def test_skip_leaves_out_cells_and_names_bad_specs():
     for bad in ("full", "full@0.1", "sampled@0.0", "full@zero"):
         with pytest.raises(ValueError, match="--skip takes SIGNAL@ETA"):
             study.ModAddConfig(etas=(0.0, 0.2), teacher_signals=("paper", "full"), skip=(bad,))
+
+
+def test_the_confirmatory_preset_is_the_stated_design():
+    """The preset behind the ledger's confirmatory rows holds what docs/results.md stated before it
+    ran: m = 31 from random weights, the paper's signal at eta 0 and 0.2 with the full-signal control
+    at 0.2 only, 29 seeds = the McNemar sizing at Holm's first bar, a seed no pilot used."""
+    cfg = exp.parse_config(study.ModAddConfig, "", exp.PRESETS, ["--preset", "confirm"], name="experiments.modadd")
+    assert (cfg.m, cfg.etas, cfg.warm_starts, cfg.steps, cfg.solve_threshold) == ((31,), (0.0, 0.2), (0,), 800, 0.9)
+    assert cfg.seeds == seeds_for_mcnemar(0.3, 0.3, alpha=0.05 / 2) == 29
+    assert {(eta, sig) for _, eta, sig, _, _ in study.jobs(cfg)} == {(0.0, "paper"), (0.2, "paper"), (0.2, "full")}
+    assert cfg.seed not in {exp.PRESETS[p].get("seed", 0) for p in exp.PRESETS if p != "confirm"} | {2000}
