@@ -29,6 +29,8 @@ from shiftbounds.dialogue.exact.references import exact_references
 from shiftbounds.dialogue.neural.learner import SPLIT_PARTS, VARIANTS, best_rows, exact_split, split_summary, variant_rows
 from shiftbounds.dialogue.neural.pipeline import PipelineConfig
 from shiftbounds.figures import plot_gap_split, plot_learner_gaps
+from shiftbounds.main_job import run as run_main_job
+from shiftbounds.main_job import view
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
 
@@ -70,9 +72,9 @@ def run(cfg: LearnerStudyConfig) -> dict:
     rows, optimum, split, split_seeds = [], {}, [], []
     for variant in cfg.variants:
         pc = pipeline_config(cfg, variant)
-        results = full_pipeline.run(pc)
+        results = run_main_job(pc)
         for task in pc.tasks:
-            optimum.setdefault(task, exact_references(*full_pipeline.view(pc, task, pc.horizon))["objective_optimum"])
+            optimum.setdefault(task, exact_references(*view(pc, task, pc.horizon))["objective_optimum"])
         rows += variant_rows(variant, pc, results, optimum)
         seeds = [{"variant": variant, **r} for task in pc.tasks for k in range(pc.seeds) for r in exact_split(pc, task, k)]
         split_seeds += seeds

@@ -21,7 +21,8 @@ checks it, so the import graph has no cycle and no arrow running back up):
 7. ``shiftbounds.distill`` — noisy-teacher distillation of language models (GSM8K) on TRL;
    ``shiftbounds.figures`` — every figure, from saved results; ``shiftbounds.ledger`` — the claims
    ledger's rules, its per-seed readers and the recomputation of the shipped tables;
-8. ``shiftbounds.cli`` — the ``shiftbounds`` command (calibrate, measure, train, evaluate on your logs).
+8. ``shiftbounds.cli`` — the ``shiftbounds`` command (calibrate, measure, train, evaluate on your logs);
+   ``shiftbounds.main_job`` — the main job's run, its tables and figures (``experiments.full_pipeline``).
 
 The statements and their proofs: ``docs/theory.md``; the experiments: ``docs/experiments.md``.
 """

@@ -28,7 +28,7 @@ def _imports(path: Path) -> set[str]:
 
 
 LAYERS = ({"utils"}, {"tabular", "losses", "nn"}, {"theory", "constructions"}, {"shift", "imitation", "crossover", "modadd"},
-          {"dialogue", "bound_sweep", "noisy_expert", "modadd_study"}, {"conversations"}, {"distill", "figures", "ledger"}, {"cli"})
+          {"dialogue", "bound_sweep", "noisy_expert", "modadd_study"}, {"conversations"}, {"distill", "figures", "ledger"}, {"cli", "main_job"})
 
 
 def _unit(module: str) -> str:
@@ -124,7 +124,7 @@ def test_atomic_writes_only_in_the_io_module():
 
 ENTRY_POINT_LINES = 150
 """An experiment file's budget: config, presets and a ``main`` that calls the library in order."""
-OVER_BUDGET = {"real_dialogue.py": 262, "full_pipeline.py": 190, "gsm8k_distill.py": 181, "pretrained_users.py": 156}
+OVER_BUDGET = {"real_dialogue.py": 262, "gsm8k_distill.py": 181, "pretrained_users.py": 156}
 """The entry points not yet down to the budget, each at most its size today (a ratchet: they may only shrink)."""
 
 
