@@ -12,7 +12,10 @@ final-answer exact match and per-position accuracy, with per-seed paired differe
 Each finished run (and each warm start) is saved under ``runs/`` and skipped when the same command
 is run again; adding chain lengths, noise levels, signals, warm starts, methods or seeds reuses the
 others. Outputs: ``results.json``, ``results.md``, ``runs.csv``, ``paired.csv`` and
-``modadd.{png,pdf}`` (exact match against ``m`` per method, 95 % CIs over seeds).
+``modadd.{png,pdf}`` (exact match against ``m`` per method, 95 % CIs over seeds); with
+``--curve-every N`` also ``curves.csv`` and ``curves.{png,pdf}`` (held-out exact match every N
+steps, bands over seeds) and ``speed.csv`` (which method reaches the solve threshold first, exact
+sign test); ``--skip SIGNAL@ETA`` leaves cells out of the sweep.
 
 Presets: ``smoke`` (seconds; tests), ``default`` (``m = 8``, eta in {0, 0.1, 0.2}, six methods
 with the full teacher signal, 3 seeds), ``cpu`` (the paper's ``m = 31``, eta in {0, 0.2}, BC / OPD-F /
