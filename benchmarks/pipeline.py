@@ -30,6 +30,7 @@ import torch
 from benchmarks import write_report
 from shiftbounds.dialogue.neural.pipeline import PipelineConfig, run_task_seed
 from shiftbounds.utils.cli import parse_config
+from shiftbounds.utils.configs import build, override
 from shiftbounds.utils.workers import default_workers, run_jobs
 
 BEFORE = {"sft_steps": 1000, "disc_steps": 200, "rl_steps": 1000, "eval_every": 100}
@@ -77,8 +78,8 @@ def main(argv: list[str] | None = None) -> dict:
     a = parse_config(PipelineBenchConfig, __doc__, PRESETS, argv, name="benchmarks.pipeline")
     scratch = Path(tempfile.mkdtemp(prefix="bench_pipeline_"))
     try:
-        base = PipelineConfig(seed=a.seed, seeds=max(2, a.seeds), **(SMOKE if a.smoke else {}))
-        before = replace(base, **({k: min(v, SMOKE[k]) for k, v in BEFORE.items()} if a.smoke else BEFORE),
+        base = build(PipelineConfig, {"seed": a.seed, "seeds": max(2, a.seeds), **(SMOKE if a.smoke else {})})
+        before = override(base, **({k: min(v, SMOKE[k]) for k, v in BEFORE.items()} if a.smoke else BEFORE),
                          out_dir=str(scratch / "before"))
         now = replace(base, out_dir=str(scratch / "now"))
         workers = default_workers()

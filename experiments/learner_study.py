@@ -21,7 +21,7 @@ Writes ``learner.csv``, ``best.csv``, ``split.csv`` (per configuration, task and
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from experiments import full_pipeline
@@ -32,6 +32,7 @@ from shiftbounds.figures import plot_gap_split, plot_learner_gaps
 from shiftbounds.main_job import run as run_main_job
 from shiftbounds.main_job import view
 from shiftbounds.utils.cli import exit_on_stale, parse_config
+from shiftbounds.utils.configs import build, override
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
 
 
@@ -61,8 +62,8 @@ PRESETS = {"default": {"out_dir": "results/development/learner"}, "smoke": {"var
 
 def pipeline_config(cfg: LearnerStudyConfig, variant: str) -> PipelineConfig:
     """The main job's settings of one configuration."""
-    base = PipelineConfig(**full_pipeline.PRESETS[cfg.pipeline_preset])
-    return replace(base, **VARIANTS[variant], seeds=cfg.seeds, seed=cfg.seed, workers=cfg.workers,
+    base = build(PipelineConfig, full_pipeline.PRESETS[cfg.pipeline_preset])
+    return override(base, **VARIANTS[variant], seeds=cfg.seeds, seed=cfg.seed, workers=cfg.workers,
                    out_dir=str(Path(cfg.out_dir) / variant))
 
 

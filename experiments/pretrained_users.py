@@ -39,7 +39,7 @@ from shiftbounds.conversations.simulators import PERSONA, LMUser
 from shiftbounds.conversations.taskmaster import CUSTOMER_PERSONA
 from shiftbounds.conversations.taskmaster_study import calibration_probes
 from shiftbounds.conversations.tasks import load_taskmaster
-from shiftbounds.conversations.user_study import interval_cells
+from shiftbounds.conversations.user_study import report_row
 from shiftbounds.figures.text import plot_user_comparison
 from shiftbounds.utils.cli import exit_on_stale, parse_config
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
@@ -100,12 +100,12 @@ def run(cfg: UsersConfig) -> list[dict]:
     builder, probes = calibration_probes(data["tm4_raw"], dev, cfg.n_probe, cfg.seed)
     stages, seed = StageCache(out / "stages"), derive_seed(cfg.seed, "sycophancy")
     prog = Progress(1 + len(cfg.personas) + len(cfg.recipes), "pretrained_users")
-    rows = [{"user": "people (logged replies)", **flatten(sycophancy_report(None, probes, builder))}]
+    rows = [{"user": "people (logged replies)", **report_row(sycophancy_report(None, probes, builder))}]
     prog.update(note="people")
     for i, persona in enumerate(cfg.personas):
         user = LMUser.from_pretrained(cfg.base_model, persona=persona, max_new_tokens=cfg.max_new, temperature=0.0)
         report = stages.json(f"prompted_{i}", lambda u=user: sycophancy_report(u, probes, builder, seed=seed))
-        rows.append({"user": f"prompted, persona {i}", "persona": persona, **flatten(report)})
+        rows.append({"user": f"prompted, persona {i}", "persona": persona, **report_row(report)})
         prog.update(note=f"prompted {i}: whole goal {rows[-1]['goal_disclosure']:.3f}")
     model, tok = load_chat_model(cfg.base_model)
     rows[1] |= {"nll": stages.json("nll_prompted", lambda: nll_by_turn(model, tok, dev[: cfg.n_probe], persona=cfg.personas[0]))["overall"]["value"]}
@@ -117,7 +117,7 @@ def run(cfg: UsersConfig) -> list[dict]:
         report = stages.json(f"report_{recipe}", lambda u=user: sycophancy_report(u, probes, builder, seed=seed))
         nll = stages.json(f"nll_{recipe}", lambda u=user: nll_by_turn(u.model, u.tokenizer, dev[: cfg.n_probe]))
         per_turn[recipe] = stages.json(f"nll_per_turn_{recipe}", lambda u=user: user_turn_nll(u.model, u.tokenizer, turns).tolist())
-        rows.append({"user": f"calibrated, {recipe}", **flatten(report), "nll": nll["overall"]["value"]})
+        rows.append({"user": f"calibrated, {recipe}", **report_row(report), "nll": nll["overall"]["value"]})
         prog.update(note=f"calibrated ({recipe}): discrimination {rows[-1]['discrimination']:.3f}")
     recipes = paired_difference(*(np.array(per_turn[r]) for r in RECIPES), names=RECIPES) if set(RECIPES) <= set(per_turn) else None
     write_json(out / "users.json", {"config": asdict(cfg), "rows": rows, "recipe_nll_paired": recipes})
@@ -131,17 +131,6 @@ def run(cfg: UsersConfig) -> list[dict]:
                       + paired + "\n\nPersonas:\n\n" + "".join(f"{i}. {p}\n" for i, p in enumerate(cfg.personas)))
     plot_user_comparison(rows, out / "users")
     return rows
-
-
-def flatten(report: dict) -> dict:
-    """A sycophancy report as one row: each share with its interval, and each reply kind's share."""
-    row = {}
-    for key in ("goal_disclosure", "goal_consistency", "accept_right", "accept_wrong", "discrimination"):
-        row |= interval_cells(key, report.get(key))
-    for side in ("right", "wrong"):
-        split = report.get(f"replies_{side}") or {}
-        row |= {f"{side}: {k}": (split.get(k) or {}).get("value") for k in ("accept", "reject", "unclear")}
-    return row
 
 
 def main(argv: list[str] | None = None) -> list[dict]:

@@ -29,6 +29,7 @@ from shiftbounds.dialogue.neural.variance import draw_units, nested_array, varia
 from shiftbounds.dialogue.tasks import TASKS
 from shiftbounds.figures import plot_variance_components
 from shiftbounds.utils.cli import exit_on_stale, parse_config
+from shiftbounds.utils.configs import build
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_csv, write_json
 from shiftbounds.utils.seeding import numpy_rng
 from shiftbounds.utils.stats import mean_ci
@@ -63,7 +64,7 @@ PRESETS = {"default": {}, "smoke": {"draws": 2, "fits": 2, "rl_seeds": 2, "pipel
 
 def pipeline_config(cfg: VarianceConfig) -> PipelineConfig:
     """The main job's settings every stage uses (one task, no realism tuning, this run's seed and folder)."""
-    base = PipelineConfig(**full_pipeline.PRESETS[cfg.pipeline_preset])
+    base = build(PipelineConfig, full_pipeline.PRESETS[cfg.pipeline_preset])
     return replace(base, tasks=(cfg.task,), realism_steps=0, seed=cfg.seed, out_dir=cfg.out_dir)
 
 

@@ -22,7 +22,9 @@ checks it, so the import graph has no cycle and no arrow running back up):
    ``shiftbounds.figures`` — every figure, from saved results; ``shiftbounds.ledger`` — the claims
    ledger's rules, its per-seed readers and the recomputation of the shipped tables;
 8. ``shiftbounds.cli`` — the ``shiftbounds`` command (calibrate, measure, train, evaluate on your logs);
-   ``shiftbounds.main_job`` — the main job's run, its tables and figures (``experiments.full_pipeline``).
+   ``shiftbounds.main_job`` — the main job's run, its tables and figures (``experiments.full_pipeline``);
+   ``shiftbounds.taskmaster_job`` — the Taskmaster-4 study's run, its tables and figures
+   (``experiments.real_dialogue``).
 
 The statements and their proofs: ``docs/theory.md``; the experiments: ``docs/experiments.md``.
 """

@@ -8,7 +8,7 @@ the learner and variance studies run the main job through :func:`run` too.
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +28,7 @@ from shiftbounds.dialogue.neural.analysis import (
 from shiftbounds.dialogue.neural.pipeline import LEGACY, PipelineConfig, run_task_seed
 from shiftbounds.dialogue.prepare import make_task
 from shiftbounds.figures import plot_compounding_sweep, plot_pipeline_curves, plot_pipeline_shifts, plot_pipeline_user_models
+from shiftbounds.utils.configs import flat_dict
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.progress import format_seconds
 from shiftbounds.utils.seeding import numpy_rng
@@ -60,7 +61,7 @@ def run(cfg: PipelineConfig) -> dict:
     plateau = plateau_rows(curves)
     gaps = optimisation_rows(cfg, runs, refs)
     headroom = headroom_rows(cfg, runs)
-    results = {"config": asdict(replace(cfg, workers=0)), "main": main, "paired": paired, "power": power, "plateau": plateau,
+    results = {"config": flat_dict(replace(cfg, workers=0)), "main": main, "paired": paired, "power": power, "plateau": plateau,
                "optimisation": gaps, "headroom": headroom,
                "per_turn": per_turn, "simulators": sims, "curves": curves, "runs": runs}
     write_json(out / "results.json", results)
@@ -103,7 +104,7 @@ def run_sweep(cfg: PipelineConfig) -> dict:
     for g in exact:
         g["gap_over_bound"] = g["gap"] / g["bound"] if g["bound"] > 0 else float("nan")
     growth = C.growth_rows(by_h, span, rng=numpy_rng(cfg.seed, "sweep growth"))
-    results = {"config": asdict(replace(cfg, workers=0)), "reward_span": span, "sweep": rows, "exact": exact, "growth": growth}
+    results = {"config": flat_dict(replace(cfg, workers=0)), "reward_span": span, "sweep": rows, "exact": exact, "growth": growth}
     write_json(out / "results.json", results)
     write_csv(out / "sweep.csv", rows + exact)
     write_csv(out / "growth.csv", growth)

@@ -7,6 +7,7 @@ import pytest
 from experiments import learner_study
 from shiftbounds.dialogue.neural.learner import GAP_TARGET, VARIANTS, best_rows, budget, variant_rows
 from shiftbounds.dialogue.neural.pipeline import PipelineConfig
+from shiftbounds.utils.configs import build
 
 
 def _results(values: dict[str, list[float]]) -> dict:
@@ -34,7 +35,7 @@ def test_variant_rows_are_the_per_seed_gaps_to_the_optimum():
     assert "gap_median" not in rows["calibrated"]  # no exact optimum: no gap
     assert rows["oracle"]["J_real"] == pytest.approx(0.1)
     assert [r["arm"] for r in best_rows(list(rows.values()))] == ["interactive", "oracle", "static_myopic"]
-    assert budget(PipelineConfig(rl_steps=600)) == 2.0 and budget(PipelineConfig(group=8, goals_per_step=8)) == 1.0
+    assert budget(build(PipelineConfig, {"rl.steps": 600})) == 2.0 and budget(build(PipelineConfig, {"rl.group": 8, "rl.goals_per_step": 8})) == 1.0
 
 
 def test_learner_study_smoke_runs_resumes_and_refuses_a_bad_variant(tmp_path, capsys):

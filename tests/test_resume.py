@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from experiments import full_pipeline
+from shiftbounds.utils.configs import build
 from shiftbounds.utils.io import StaleFolderError
 
 # one worker: a SIGKILL of the main process would leave spawned workers finishing their stage
@@ -35,7 +36,7 @@ def test_other_settings_are_refused_naming_each(tmp_path):
                             "--sft-steps", "2", "--eval-every", "2", "--out-dir", str(out)])
     cfg = full_pipeline.PRESETS["smoke"] | {"tasks": ("guess_number",), "rl_steps": 3, "eval_every": 2, "out_dir": str(out)}
     with pytest.raises(StaleFolderError, match="rl_steps"):
-        full_pipeline.run(full_pipeline.PipelineConfig(**cfg))
+        full_pipeline.run(build(full_pipeline.PipelineConfig, cfg))
     # the output folder itself is not a setting that changes results: a copy may be reopened elsewhere
     record = json.loads((out / "config.json").read_text())
     assert record["config"]["rl_steps"] == 4

@@ -14,6 +14,7 @@ from hypothesis import example, given
 from hypothesis import strategies as st
 
 from benchmarks.reference import ByteTokenizer, TinyLM, load_causal_lm, per_example_nll, span_nll
+from shiftbounds import taskmaster_job
 from shiftbounds.conversations import taskmaster_report, taskmaster_run, taskmaster_study
 from shiftbounds.conversations.classifiers import make_batch
 from shiftbounds.conversations.sampling import sample_batch
@@ -228,7 +229,7 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     saved = json.loads((stages / "eval_calibrated_seed1.json").read_text())
     (stages / "eval_calibrated_seed1.json").unlink()
     timed = json.loads((tmp_path / "r" / "timings.json").read_text())["seconds_per_stage_computed"]
-    assert len(timed) == len(real_dialogue.stage_needs(real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["smoke"])))
+    assert len(timed) == len(taskmaster_run.stage_needs(taskmaster_run.RealDialogueConfig(**real_dialogue.PRESETS["smoke"])))
     again = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r")])
     assert json.loads((stages / "eval_calibrated_seed1.json").read_text()) == saved
     timings = json.loads((tmp_path / "r" / "timings.json").read_text())
@@ -253,9 +254,9 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     assert {r["seed"] for r in more["runs"]} == {0, 1, 2} and (stages / "agent_calibrated_seed2").is_dir()
     assert not (stages / "agent_static_seed2").exists()
     with pytest.raises(ValueError, match="--arms must be distinct names among static"):
-        real_dialogue.RealDialogueConfig(arms=("static", "reinforce"))
+        taskmaster_run.RealDialogueConfig(arms=("static", "reinforce"))
     with pytest.raises(ValueError, match="--sim-temperature must be >= 0; got 0.0, 1.0, -0.5"):
-        real_dialogue.RealDialogueConfig(sim_temperature=-0.5)
+        taskmaster_run.RealDialogueConfig(sim_temperature=-0.5)
     # the disclosure probe reads the run's user models: every model, view, persona and temperature, shares in [0, 1]
     from experiments import disclosure_probe
 
@@ -305,8 +306,8 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     from shiftbounds.conversations import taskmaster_study as study
     from shiftbounds.utils.stages import StageCache
 
-    greedy = real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "user_temperature": 0.0})
-    runner = real_dialogue.Stages(greedy, StageCache(stages))
+    greedy = taskmaster_run.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "user_temperature": 0.0})
+    runner = taskmaster_run.Stages(greedy, StageCache(stages))
     a, b = (study.evaluate(runner.folder("agent_sft"), runner.users, [*study.EVAL_USERS, "calibrated"], runner.goals, seed=s,
                            turns=greedy.turns, max_new=greedy.max_new, temperature=0.0) for s in (0, 7))
     assert a == b
@@ -362,11 +363,10 @@ def test_retabulating_a_run_from_before_the_independent_evaluator_keeps_its_tabl
     records the view it was made with."""
     import shutil
 
-    from experiments import real_dialogue
 
     src = Path(__file__).resolve().parents[1] / "results" / "real_dialogue" / "before_position_fix"
     shutil.copytree(src, tmp_path / "cpu")
-    res = real_dialogue.retabulate(tmp_path / "cpu")
+    res = taskmaster_job.retabulate(tmp_path / "cpu")
     shipped = json.loads((src / "results.json").read_text())
     assert res["paired"] == shipped["paired"] and res["evaluation_users"] == shipped["evaluation_users"]
     assert res["config"]["user_view"] == "flipped" and "independent user model" not in res["evaluation_users"]
@@ -378,13 +378,13 @@ def test_real_dialogue_stage_needs_order_each_stage_after_what_it_needs():
     evaluation needs that agent."""
     from experiments import real_dialogue
 
-    cfg = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["smoke"])
-    needs = real_dialogue.stage_needs(cfg)
+    cfg = taskmaster_run.RealDialogueConfig(**real_dialogue.PRESETS["smoke"])
+    needs = taskmaster_run.stage_needs(cfg)
     keys = list(needs)
     assert all(keys.index(n) < keys.index(k) for k, ns in needs.items() for n in ns)
     assert ("agent", "calibrated", 1) in needs[("eval", "calibrated", 1)] and needs[("base",)] == ()
     assert len(keys) == 2 + 5 + 4 + 2 + 3 * 2 + 2 * 4 * 2
-    assert len({real_dialogue.stage_name(k) for k in keys}) == len(keys)
+    assert len({taskmaster_run.stage_name(k) for k in keys}) == len(keys)
 
 
 def test_real_dialogue_copies_the_sft_agents_seed_free_evaluations_from_the_first_seed(tmp_path, monkeypatch):
@@ -396,22 +396,22 @@ def test_real_dialogue_copies_the_sft_agents_seed_free_evaluations_from_the_firs
     from experiments import real_dialogue
 
     arms = ("interactive_rule", "calibrated", "calibrated_half_opening")
-    cfg = real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "user_temperature": 0.0, "arms": arms,
+    cfg = taskmaster_run.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "user_temperature": 0.0, "arms": arms,
                                               "seeds": (3, 1, 2), "out_dir": str(tmp_path)})
-    needs = real_dialogue.stage_needs(cfg)
+    needs = taskmaster_run.stage_needs(cfg)
     copied = {k: n[-1] for k, n in needs.items() if k[0] in ("eval", "eval_vs") and n[-1][0] in ("eval", "eval_vs")}
     assert copied == {**{("eval", "sft", s): ("eval", "sft", 3) for s in (1, 2)},
                       **{("eval_vs", "calibrated", s): ("eval_vs", "calibrated", 3) for s in (1, 2)}}
     keys = list(needs)
     assert all(keys.index(n) < keys.index(k) for k, ns in needs.items() for n in ns)
     sampling = replace(cfg, user_temperature=1.0)
-    assert not any(taskmaster_run.seed_free_source(sampling, k) for k in real_dialogue.stage_needs(sampling))
+    assert not any(taskmaster_run.seed_free_source(sampling, k) for k in taskmaster_run.stage_needs(sampling))
     # the copy is the first seed's result, read from its file, never recomputed
     calls = []
     monkeypatch.setattr(taskmaster_study, "evaluate", lambda *a, seed, **k: calls.append(seed) or {"seed": seed})
-    monkeypatch.setattr(real_dialogue.Stages, "folder", lambda self, name: tmp_path)
-    monkeypatch.setattr(real_dialogue.Stages, "users", {})
-    runner = real_dialogue.Stages.__new__(real_dialogue.Stages)
+    monkeypatch.setattr(taskmaster_run.Stages, "folder", lambda self, name: tmp_path)
+    monkeypatch.setattr(taskmaster_run.Stages, "users", {})
+    runner = taskmaster_run.Stages.__new__(taskmaster_run.Stages)
     runner.cfg, runner.st, runner.goals = cfg, StageCache(tmp_path / "stages"), []
     assert [runner.stage(("eval", "sft", s)) for s in (3, 1, 2)] == [{"seed": 3}] * 3 and calls == [3]
     assert runner.stage(("eval_vs", "rule-based", 1)) == {"seed": 1} and calls == [3, 1]
@@ -425,8 +425,8 @@ def test_real_dialogue_paper_preset_is_the_train_split_configuration_with_a_fami
 
     from experiments import real_dialogue
 
-    train = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["train_split"])
-    paper = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["paper"])
+    train = taskmaster_run.RealDialogueConfig(**real_dialogue.PRESETS["train_split"])
+    paper = taskmaster_run.RealDialogueConfig(**real_dialogue.PRESETS["paper"])
     assert replace(paper, arms=train.arms, seeds=train.seeds) == train and paper.arms != train.arms
     assert set(taskmaster_report.comparisons(paper.arms)) == {(a, "sft") for a in paper.arms} | {
         ("calibrated", "static"), ("calibrated", "interactive_prompted")}
@@ -445,11 +445,11 @@ def test_real_dialogue_paper_requests_preset_is_run_t_with_the_other_paradigms()
 
     from experiments import real_dialogue
 
-    cpu = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["cpu"])
-    u = real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS["paper_requests"])
+    cpu = taskmaster_run.RealDialogueConfig(**real_dialogue.PRESETS["cpu"])
+    u = taskmaster_run.RealDialogueConfig(**real_dialogue.PRESETS["paper_requests"])
     assert replace(u, arms=cpu.arms, seeds=cpu.seeds) == cpu
     assert "calibrated_opening" in u.arms and u.seeds == tuple(range(26, 38))
-    pairs = taskmaster_report.comparisons(u.arms, real_dialogue.baselines(u))
+    pairs = taskmaster_report.comparisons(u.arms, taskmaster_run.baselines(u))
     assert pairs[-2:] == [("calibrated_opening", "static"), ("calibrated_opening", "interactive_prompted")]
     assert len(pairs) == len(set(pairs)) == 8  # three arms against SFT and the baseline, then the two
     assert ("calibrated_opening", "calibrated") not in taskmaster_report.comparisons(("calibrated", "calibrated_opening"))
@@ -501,24 +501,24 @@ def test_real_dialogue_rl_split_trains_on_calibration_dialogues_outside_the_eval
     from experiments import real_dialogue
 
     train, calib = [f"t{i}" for i in range(5)], [f"c{i}" for i in range(6)]
-    cfg = real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "n_eval": 4})
+    cfg = taskmaster_run.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "n_eval": 4})
     assert taskmaster_run.rl_dialogues(cfg, train, calib) == train
-    on_calib = real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "n_eval": 4, "rl_split": "calibration"})
+    on_calib = taskmaster_run.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "n_eval": 4, "rl_split": "calibration"})
     assert taskmaster_run.rl_dialogues(on_calib, train, calib) == calib
-    dev = real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "n_eval": 4, "rl_split": "calibration",
+    dev = taskmaster_run.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "n_eval": 4, "rl_split": "calibration",
                                               "eval_split": "calibration"})
     assert taskmaster_run.rl_dialogues(dev, train, calib) == ["c4", "c5"]
     with pytest.raises(ValueError, match="needs --n-eval below the split's 6 dialogues; got 6"):
-        taskmaster_run.rl_dialogues(real_dialogue.RealDialogueConfig(**{**vars(dev), "n_eval": 6}), train, calib)
+        taskmaster_run.rl_dialogues(taskmaster_run.RealDialogueConfig(**{**vars(dev), "n_eval": 6}), train, calib)
     with pytest.raises(ValueError, match="--rl-split must be train or calibration; got 'held-out'"):
-        real_dialogue.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "rl_split": "held-out"})
+        taskmaster_run.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "rl_split": "held-out"})
     # the baseline that imitates the same logs: its own SFT stage, evaluated once and copied to the later seeds,
     # and every arm compared against it beside the SFT agent; none without --rl-split calibration
-    needs = real_dialogue.stage_needs(replace(on_calib, user_temperature=0.0))  # greedy: the same dialogues at every seed
+    needs = taskmaster_run.stage_needs(replace(on_calib, user_temperature=0.0))  # greedy: the same dialogues at every seed
     plus = taskmaster_run.SFT_PLUS
-    assert needs[(f"agent_{plus}",)] == needs[("agent_sft",)] and real_dialogue.baselines(cfg) == ()
+    assert needs[(f"agent_{plus}",)] == needs[("agent_sft",)] and taskmaster_run.baselines(cfg) == ()
     assert (f"agent_{plus}",) in needs[("eval", plus, 0)] and needs[("eval", plus, 1)][-1] == ("eval", plus, 0)
-    assert not any(plus in str(k) for k in real_dialogue.stage_needs(cfg))
+    assert not any(plus in str(k) for k in taskmaster_run.stage_needs(cfg))
     assert taskmaster_report.comparisons(("calibrated_opening",), (plus,)) == [("calibrated_opening", "sft"), ("calibrated_opening", plus)]
 
 
@@ -548,7 +548,7 @@ def test_real_dialogue_presets_are_their_shipped_runs(preset):
     from experiments import real_dialogue
 
     saved = json.loads((Path(__file__).parents[1] / f"results/real_dialogue/{preset}/config.json").read_text())["config"]
-    saved = {**real_dialogue.LEGACY, **saved}  # settings added after the run, at the values it was made with
-    preset_cfg = json.loads(json.dumps(vars(real_dialogue.RealDialogueConfig(**real_dialogue.PRESETS[preset]))))
+    saved = {**taskmaster_run.LEGACY, **saved}  # settings added after the run, at the values it was made with
+    preset_cfg = json.loads(json.dumps(vars(taskmaster_run.RealDialogueConfig(**real_dialogue.PRESETS[preset]))))
     assert {k: v for k, v in preset_cfg.items() if k not in ("out_dir", "workers")} == {
         k: v for k, v in saved.items() if k not in ("out_dir", "workers")}

@@ -178,6 +178,18 @@ def share_row(outcomes: dict) -> dict:
     return row
 
 
+def report_row(report: Mapping) -> dict:
+    """The same row from a saved :func:`~shiftbounds.conversations.measures.sycophancy_report`: each
+    share with its interval (``discrimination`` too), and each reply kind's share."""
+    row = {}
+    for key in ("goal_disclosure", "goal_consistency", "accept_right", "accept_wrong", "discrimination"):
+        row |= interval_cells(key, report.get(key))
+    for side in ("right", "wrong"):
+        kinds = report.get(f"replies_{side}") or {}
+        row |= {f"{side}: {k}": (kinds.get(k) or {}).get("value") for k in ("accept", "reject", "unclear")}
+    return row
+
+
 def pooled_row(fits: Sequence[dict], *, rng: np.random.Generator) -> dict:
     """The ``K`` fits' shares pooled: the mean over fits and goals with a crossed bootstrap interval
     (:func:`~shiftbounds.utils.stats.crossed_bootstrap_ci`), and the reply kinds' means."""

@@ -116,8 +116,29 @@ def pipeline_ordering(claim: dict, ctx: Context) -> Verdict:
             f"secondary family of its own (this comparison on both tasks, not in the run's stated family), Holm at {ctx.alpha}")
     where = (f"in the run, its repeat (--seed 1) and {len(perturbed)} runs with perturbed initial weights, an ordering where "
              f"all {2 * (2 + len(perturbed))} call it" if perturbed else "in the run and its repeat (--seed 1), an ordering where all four call it")
-    return Verdict(rules.direction(verdicts, a, b), " | ".join(parts),
-                   f"exact sign-flip over seeds; {what}; {where}; intervals at the Holm bar each met")
+    verdict = rules.direction(verdicts, a, b)
+    if verdict == "not significant":
+        parts.append(_seeds_to_decide(ctx, a, b))
+    return Verdict(verdict, " | ".join(parts), f"exact sign-flip over seeds; {what}; {where}; intervals at the Holm bar each met")
+
+
+REACH_HOURS = 3.0
+"""The longest run this project ships on 2 cores (in sittings, resumed from its stages)."""
+
+
+def _seeds_to_decide(ctx: Context, a: str, b: str) -> str:
+    """What the run's power calculation asks for to decide ``a - b`` on both tasks, and whether it is in reach: the
+    larger task's seeds at the run's measured wall time per seed (two workers), against :data:`REACH_HOURS`."""
+    rows = {r["task"]: r for r in sources.read_csv(ctx.root / MAIN / "power.csv") if r["difference"] == f"{a} - {b}"}
+    needed = {t: rows[t]["seeds_needed"] for t in TASKS}  # a count, "> 10000", or empty (a zero mean or SD)
+    wall = json.loads((ctx.root / MAIN / "timings.json").read_text())["this_call"]["wall_seconds"]
+    per_seed = wall / int(rows[TASKS[0]]["seeds_run"])
+    shown = ", ".join(f"{t} {n if n.isdigit() else 'more than 10000' if n else 'no finite number of'}" for t, n in needed.items())
+    if not all(n.isdigit() for n in needed.values()):
+        return f"to decide: the run's power.csv asks for {shown} seeds: out of reach"
+    hours = max(int(n) for n in needed.values()) * per_seed / 3600
+    reach = "in reach" if hours <= REACH_HOURS else f"out of reach (over {REACH_HOURS:g} h)"
+    return f"to decide: the run's power.csv asks for {shown} seeds; at its {per_seed / 60:.1f} min a seed on 2 cores, {hours:.1f} h: {reach}"
 
 
 def pipeline_sim_gap(claim: dict, ctx: Context) -> Verdict:

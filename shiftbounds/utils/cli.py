@@ -8,7 +8,10 @@ Every experiment, benchmark and ``paper_figures`` takes:
   applied on top of the preset;
 * one ``--field-name`` per field of the config (help text from the field's ``metadata["help"]``);
   tuples are written comma-separated (``--horizons 4,8,16``), booleans as ``--flag`` /
-  ``--no-flag``; explicitly given options override preset and file;
+  ``--no-flag``; explicitly given options override preset and file; a config composed of the
+  library's own configs (:mod:`shiftbounds.utils.configs`) takes dotted flags, ``--rl.steps 600``,
+  shown in one section of ``--help`` per component (a component option's flat name, the one runs
+  made before the component saved, is read too: ``--rl-steps 600``);
 * ``--out-dir`` (default ``results/<entry point>/<preset>/``), ``--seed``, ``--threads``, and
   ``--executor local|ray`` (where independent jobs run, :mod:`shiftbounds.utils.workers`).
 
@@ -20,7 +23,6 @@ with the dataclass's own message, which names the option.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import os
 import types
@@ -32,6 +34,7 @@ from typing import Any, TypeVar
 import torch
 import yaml
 
+from shiftbounds.utils.configs import build, components, defaults, normalise, option_help, option_type, options, spellings
 from shiftbounds.utils.io import StaleFolderError
 from shiftbounds.utils.workers import EXECUTORS, set_executor
 
@@ -165,30 +168,32 @@ def load_config_file(path: str | os.PathLike, cls: type, *, section: str | None 
         data = data["config"]
     if not isinstance(data, Mapping):
         raise ValueError(f"--config {path} must hold a mapping of options; got {type(data).__name__}")
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = spellings(cls)
     data = {str(k) if sections and str(k) in sections else str(k).replace("-", "_"): v for k, v in data.items()}
     if sections:
         own = data.get(section, {}) if section else {}
         if not isinstance(own, Mapping):
             raise ValueError(f"--config {path}: section {section} must be a mapping of options; got {own!r}")
-        known = {f.name for c in sections.values() for f in dataclasses.fields(c)}
+        known = {s for c in sections.values() for s in spellings(c)} | {n for c in sections.values() for n in components(c)}
         shared = {k: v for k, v in data.items() if k not in sections}
         unknown = sorted(k for k in shared if k not in known)
         if unknown:
             raise ValueError(f"--config {path}: unknown options {unknown}; expected options of {sorted(sections)} "
                              f"or sections named after them")
-        data = {k: v for k, v in shared.items() if k in names} | {str(k).replace("-", "_"): v for k, v in own.items()}
-    unknown = sorted(k for k in data if k not in names)
+        data = {k: v for k, v in shared.items() if k in names or k in components(cls)} | {str(k).replace("-", "_"): v for k, v in own.items()}
+    data, unknown = normalise(cls, data)
     if unknown:
-        raise ValueError(f"--config {path}: unknown options {unknown}; expected some of {sorted(names)}")
-    hints = typing.get_type_hints(cls)
-    return {k: _check_value(path, k, v, hints[k]) for k, v in data.items()}
+        raise ValueError(f"--config {path}: unknown options {sorted(unknown)}; expected some of {sorted(names)}")
+    return {k: _check_value(path, k, v, option_type(cls, k)) for k, v in data.items()}
 
 
 def _base_values(cls: type, presets: Mapping[str, Mapping[str, Any]], preset: str, config_file: str | None,
                  name: str, sections: Mapping[str, type] | None = None) -> dict[str, Any]:
-    values = {f.name: f.default for f in dataclasses.fields(cls) if f.default is not dataclasses.MISSING}
-    values.update(presets[preset])
+    values = defaults(cls)
+    given, unknown = normalise(cls, presets[preset])
+    if unknown:
+        raise ValueError(f"{name}: preset {preset!r} sets unknown options {sorted(unknown)}")
+    values.update(given)
     from_file = load_config_file(config_file, cls, section=name.rsplit(" ", 1)[-1], sections=sections) if config_file else {}
     values.update(from_file)
     if "out_dir" in values and "out_dir" not in presets[preset] and "out_dir" not in from_file:
@@ -217,20 +222,21 @@ def build_parser(cls: type, description: str, presets: Mapping[str, Mapping[str,
     parser.add_argument("--executor", choices=EXECUTORS, default="local",
                         help="where independent jobs run: local worker processes, or Ray tasks on the cluster ray.init() "
                              "finds (RAY_ADDRESS) or a local one; the outputs are the same bytes (default: local)")
-    hints = typing.get_type_hints(cls)
-    for f in dataclasses.fields(cls):
-        tp = hints[f.name]
-        shown = base.get(f.name)
+    groups = {name: parser.add_argument_group(f"--{name}.*: {f.metadata['help']}") for name, f in components(cls).items()}
+    for path, names in options(cls).items():
+        tp = option_type(cls, path)
+        shown = base.get(path)
         if isinstance(shown, tuple):
             shown = ",".join(str(v) for v in shown)
-        kwargs: dict[str, Any] = {"default": None, "help": f.metadata.get("help", "") + f" (default: {shown})"}
+        kwargs: dict[str, Any] = {"default": None, "dest": path, "help": option_help(cls, path) + f" (default: {shown})"}
         if tp is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         else:
-            kwargs["type"] = _converter(tp)
+            kwargs["type"], kwargs["metavar"] = _converter(tp), path.rsplit(".", 1)[-1].upper()
             if typing.get_origin(tp) is typing.Literal:
                 kwargs["choices"] = typing.get_args(tp)
-        parser.add_argument("--" + f.name.replace("_", "-"), **kwargs)
+        flags = ["--" + n.replace("_", "-") for n in names]  # --rl.goals-per-step, and its flat name --goals-per-step
+        groups.get(path.split(".")[0], parser).add_argument(*flags, **kwargs)
     return parser
 
 
@@ -262,12 +268,12 @@ def parse_config(cls: type[C], description: str, presets: Mapping[str, Mapping[s
     parser.prog = _prog(name)
     args = parser.parse_args(argv)
     values = _base_values(cls, presets, args.preset, args.config, short, sections)
-    for f in dataclasses.fields(cls):
-        v = getattr(args, f.name)
+    for path in options(cls):
+        v = getattr(args, path)
         if v is not None:
-            values[f.name] = v
+            values[path] = v
     try:
-        cfg = cls(**values)
+        cfg = build(cls, values)
         if apply_threads:
             set_threads(args.threads)
         set_executor(args.executor)

@@ -16,7 +16,7 @@ import subprocess
 import tempfile
 import warnings
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, fields, is_dataclass
+from dataclasses import fields, is_dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -24,10 +24,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from shiftbounds.utils.configs import flat_dict
+
 
 def _jsonable(x: Any) -> Any:
     if is_dataclass(x) and not isinstance(x, type):
-        return _jsonable(asdict(x))
+        return _jsonable(flat_dict(x))
     if isinstance(x, Mapping):
         return {str(k): _jsonable(v) for k, v in x.items()}
     if isinstance(x, (list, tuple)):
@@ -226,7 +228,7 @@ def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] =
     (``.<name>.<random>.tmp``, never a result) are removed.
     """
     path = Path(folder) / "config.json"
-    full = asdict(config) if is_dataclass(config) and not isinstance(config, type) else dict(config)
+    full = flat_dict(config) if is_dataclass(config) and not isinstance(config, type) else dict(config)
     skip = _skipped(config, ignore)
     now = {k: v for k, v in _jsonable(full).items() if k not in skip}
     env_now, earlier = run_environment(), []

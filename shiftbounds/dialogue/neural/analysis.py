@@ -185,7 +185,7 @@ def report_md(cfg: PipelineConfig, main: list[dict], paired: list[dict], headroo
     the seeds each comparison needs, the plateaus and the user models."""
     md = (f"# Full pipeline: three paradigms, small transformers\n\nH = {cfg.horizon}; {cfg.n_logs} logged dialogues "
           f"({cfg.held_out:.0%} held out); real user: {cfg.real_user}; prompted simulator accept-wrong {cfg.accept_wrong}, leak {cfg.leak}; "
-          f"{cfg.rl_steps} RL steps x {cfg.goals_per_step * cfg.group} dialogues (same agent-token budget for every "
+          f"{cfg.rl.steps} RL steps x {cfg.rl.goals_per_step * cfg.rl.group} dialogues (same agent-token budget for every "
           f"arm); {cfg.seeds} seeds, 95 % CIs over seeds. J_real: judged return against the real user "
           f"(explicit ground-truth model); J_sim: the training simulator's own acceptance return. Exact rows come from "
           f"the tabular engine; `sft` is the shared starting point of every arm.\n\n"

@@ -49,7 +49,7 @@ GAP_TARGET = 0.03
 def budget(cfg: PipelineConfig) -> float:
     """RL agent turns per seed and arm relative to today's learner (steps x goals x group)."""
     today = PipelineConfig()
-    return (cfg.rl_steps * cfg.goals_per_step * cfg.group) / (today.rl_steps * today.goals_per_step * today.group)
+    return (cfg.rl.steps * cfg.rl.goals_per_step * cfg.rl.group) / (today.rl.steps * today.rl.goals_per_step * today.rl.group)
 
 
 def variant_rows(name: str, cfg: PipelineConfig, results: Mapping, optimum: Mapping[str, Mapping[str, float]]) -> list[dict]:
@@ -112,9 +112,9 @@ def exact_split(cfg: PipelineConfig, task_name: str, k: int) -> list[dict]:
         learned = policy_log_probs(tree, load_model(folder / f"agent_{arm}.pt").eval())
         view = views[ARMS[arm][2]]
         solve = soft_static_optimum if ARMS[arm][2] is None else soft_optimum
-        best, soft = (solve(view, ref, b) for b in (0.0, cfg.kl_coef))
+        best, soft = (solve(view, ref, b) for b in (0.0, cfg.rl.kl_coef))
         value = view.value(learned)
-        rows.append({"task": task_name, "seed": k, "arm": arm, "objective": key, "beta": cfg.kl_coef, "optimum": best.objective,
+        rows.append({"task": task_name, "seed": k, "arm": arm, "objective": key, "beta": cfg.rl.kl_coef, "optimum": best.objective,
                      "soft_optimum": soft.objective, "soft_kl": soft.kl, "learned": value, "gap": best.objective - value,
                      "regularisation_cost": best.objective - soft.objective, "optimisation_error": soft.objective - value})
     return rows

@@ -32,7 +32,6 @@ from shiftbounds.dialogue.neural import measures as M
 from shiftbounds.dialogue.neural.rollout import ExplicitUser, NeuralUser, draw_noise, rollout
 from shiftbounds.dialogue.neural.tokens import Vocab, encode
 from shiftbounds.dialogue.neural.training import (
-    ADVANTAGES,
     ModelConfig,
     RLConfig,
     SFTConfig,
@@ -47,6 +46,7 @@ from shiftbounds.dialogue.prepare import PreparedTask, make_task, prepare_task, 
 from shiftbounds.dialogue.tasks import REAL_USERS, REWARD_SOURCES, TASKS, prompted_simulator
 from shiftbounds.nn.transformer import Transformer, load_model, perturb_weights, save_model
 from shiftbounds.theory.bounds import compounding
+from shiftbounds.utils.configs import component
 from shiftbounds.utils.device import resolve_device
 from shiftbounds.utils.io import read_json, write_json
 from shiftbounds.utils.progress import Progress
@@ -74,15 +74,11 @@ class PipelineConfig:
     sft_steps: int = field(default=500, metadata={"help": "SFT steps (agent and simulator)"})
     disc_steps: int = field(default=150, metadata={"help": "realism discriminator steps"})
     realism_steps: int = field(default=200, metadata={"help": "discriminator-reward fine-tuning steps of the simulator; > 0 adds the calibrated_realism arm (0 = off)"})
-    rl_steps: int = field(default=300, metadata={"help": "policy-gradient steps per paradigm (same for all)"})
-    goals_per_step: int = field(default=16, metadata={"help": "goals (or logged contexts) per RL step"})
-    group: int = field(default=4, metadata={"help": "group size of the baseline"})
-    rl_lr: float = field(default=1e-3, metadata={"help": "RL learning rate"})
-    kl_coef: float = field(default=0.05, metadata={"help": "KL(pi || pi_SFT) weight"})
-    entropy_coef: float = field(default=0.0, metadata={"help": "entropy bonus weight on the agent's turns (0 = none)"})
-    advantage: str = field(default="return", metadata={"help": f"credit of the interactive arms' agent turns, from {ADVANTAGES}: the dialogue's return or each turn's return-to-go, against the group's mean"})
-    normalise_advantages: bool = field(default=False, metadata={"help": "divide advantages by their group's standard deviation"})
-    eval_every: int = field(default=50, metadata={"help": "RL steps between learning-curve points"})
+    rl: RLConfig = component(RLConfig(), "policy-gradient RL, one algorithm and budget for every arm (Static Context RL's "
+                                         "reward is set per arm)",
+                             flat={"steps": "rl_steps", "goals_per_step": "goals_per_step", "group": "group", "lr": "rl_lr",
+                                   "kl_coef": "kl_coef", "entropy_coef": "entropy_coef", "advantage": "advantage",
+                                   "normalise": "normalise_advantages", "eval_every": "eval_every"})
     n_eval: int = field(default=2000, metadata={"help": "dialogues per final evaluation (the same goals and user draws for every arm of a seed)"})
     n_curve: int = field(default=400, metadata={"help": "dialogues per learning-curve point (shared by the arms at each step)"})
     # --- run
@@ -121,12 +117,7 @@ class PipelineConfig:
             raise ValueError(f"--n-eval and --n-curve must be >= 10; got {self.n_eval}, {self.n_curve}")
         if self.d_model % 4:
             raise ValueError(f"--d-model must be a multiple of 4 (4 heads); got {self.d_model}")
-        self.rl_config()  # validates the RL options
         SFTConfig(self.sft_steps)
-
-    def rl_config(self) -> RLConfig:
-        return RLConfig(self.rl_steps, self.goals_per_step, self.group, self.rl_lr, self.kl_coef, "myopic", self.eval_every,
-                        self.entropy_coef, self.advantage, self.normalise_advantages)
 
 
 LEGACY = {"entropy_coef": 0.0, "advantage": "return", "normalise_advantages": False, "perturb_init": 0}
@@ -263,7 +254,7 @@ def user_model_stages(run: SeedRun) -> UserModels:
     sims = {"real": run.real, "prompted": run.prompted, "calibrated": sim_sft}
     if cfg.realism_steps:
         sim_realism = run.model_stage("sim_realism", cfg.realism_steps, lambda pr: realism_finetune(
-            vocab, sim_sft, disc, train, SFTConfig(cfg.realism_steps, lr=3e-4), cfg.kl_coef, run.gen("sim_realism"), pr))
+            vocab, sim_sft, disc, train, SFTConfig(cfg.realism_steps, lr=3e-4), cfg.rl.kl_coef, run.gen("sim_realism"), pr))
         users["calibrated_realism"] = NeuralUser(vocab, sim_realism)
         sims["calibrated_realism"] = sim_realism
     return UserModels(agent, {arm: users[ARMS[arm][2]] for arm in arms(cfg)}, sims, disc)
@@ -284,8 +275,8 @@ def rl_stage(run: SeedRun, arm: str, models: UserModels) -> tuple[Transformer, l
 
     def train() -> tuple[Transformer, list[dict]]:
         if "rl" not in out:
-            prog = Progress(cfg.rl_steps, f"{run.label} rl_{arm}", min_interval=5.0)
-            out["rl"] = train_agent(run.vocab, models.sft_agent, paradigm, replace(cfg.rl_config(), static_reward=static_reward),
+            prog = Progress(cfg.rl.steps, f"{run.label} rl_{arm}", min_interval=5.0)
+            out["rl"] = train_agent(run.vocab, models.sft_agent, paradigm, replace(cfg.rl, static_reward=static_reward),
                                     run.gen("rl", arm), logs=run.train, user=train_user, evaluate=evaluate,
                                     progress=lambda step, loss: prog.update(1, note=f"loss {loss:.4f}"),
                                     checkpoint=run.folder / f"rl_{arm}.ckpt")

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -217,36 +217,23 @@ def realism_finetune(vocab: Vocab, sim: Transformer, disc: Transformer, data: di
 # ----------------------------------------------------------------------------- agent RL
 @dataclass(frozen=True)
 class RLConfig:
-    """Policy-gradient training of the agent, identical for every paradigm.
+    """Policy-gradient training of the agent, identical for every paradigm (each field's help says
+    what it is). ``static_reward`` is ``"myopic"`` (the judge's immediate reward), ``"one_step"`` (plus
+    the logged return-to-go when the sampled act is the logged one) or ``"awr"`` (no sampling:
+    advantage-weighted regression on the logged acts by their judged return-to-go, :func:`awr_baseline`)."""
 
-    Attributes:
-        steps: optimisation steps.
-        goals_per_step: distinct goals (interactive) or logged contexts (static) per step.
-        group: samples sharing a goal / context (the group baseline).
-        lr: AdamW learning rate.
-        kl_coef: weight of the exact per-turn ``KL(pi || pi_SFT)`` penalty.
-        static_reward: ``"myopic"`` (judge's immediate reward), ``"one_step"`` (plus the logged
-            return-to-go when the sampled act is the logged one) or ``"awr"`` (no sampling:
-            advantage-weighted regression on the logged acts, weighted by their judged return-to-go;
-            see :func:`awr_baseline`).
-        eval_every: steps between learning-curve evaluations.
-        entropy_coef: weight of an entropy bonus on the agent's turns (0 = none).
-        advantage: what a dialogue's agent turns are credited with in the interactive arms:
-            ``"return"`` (the whole dialogue's return, against its group's mean) or ``"togo"``
-            (each turn's return-to-go, against its group's mean at that turn).
-        normalise: divide the advantages by their group's standard deviation (GRPO's scaling).
-    """
-
-    steps: int = 300
-    goals_per_step: int = 16
-    group: int = 4
-    lr: float = 1e-3
-    kl_coef: float = 0.05
-    static_reward: str = "myopic"
-    eval_every: int = 50
-    entropy_coef: float = 0.0
-    advantage: str = "return"
-    normalise: bool = False
+    steps: int = field(default=300, metadata={"help": "policy-gradient steps per arm (the same for all)"})
+    goals_per_step: int = field(default=16, metadata={"help": "distinct goals (interactive) or logged contexts (static) per step"})
+    group: int = field(default=4, metadata={"help": "samples sharing a goal or context (the group baseline)"})
+    lr: float = field(default=1e-3, metadata={"help": "AdamW learning rate"})
+    kl_coef: float = field(default=0.05, metadata={"help": "weight of the exact per-turn KL(pi || pi_SFT) penalty"})
+    static_reward: str = field(default="myopic", metadata={"help": f"Static Context RL's reward, from {STATIC_REWARDS}"})
+    eval_every: int = field(default=50, metadata={"help": "steps between learning-curve evaluations"})
+    entropy_coef: float = field(default=0.0, metadata={"help": "entropy bonus weight on the agent's turns (0 = none)"})
+    advantage: str = field(default="return", metadata={"help": f"credit of the interactive arms' agent turns, from {ADVANTAGES}: "
+                                                               "the dialogue's return or each turn's return-to-go, against "
+                                                               "the group's mean"})
+    normalise: bool = field(default=False, metadata={"help": "divide advantages by their group's standard deviation (GRPO's scaling)"})
 
     def __post_init__(self) -> None:
         if self.steps < 0 or self.goals_per_step < 1 or self.group < 2 or self.lr <= 0 or self.kl_coef < 0:

@@ -31,7 +31,7 @@ def draw_units(cfg: PipelineConfig, task: str, draw: int, fits: int, rl_seeds: i
     sft_cfg = SFTConfig(cfg.sft_steps)
     agent = run.model_stage("sft_agent", cfg.sft_steps, lambda pr: sft(vocab, run.build("agent"), train, "agent", sft_cfg, run.gen("sft_agent"), pr))
     noise = draw_noise(vocab.task, cfg.n_eval, run.gen("evaluation"))
-    rl_cfg = cfg.rl_config()
+    rl_cfg = cfg.rl
 
     def rl(name: str, user, *key) -> float:
         def make() -> float:
