@@ -274,6 +274,27 @@ def test_upper_rate_bound_is_the_exact_one_sided_clopper_pearson_bound(successes
         rules.upper_rate_bound(n + 1, n, 0.025)
 
 
+def test_an_undecided_ordering_says_what_would_decide_it(tmp_path):
+    """GIVEN the main job's files WHEN an ordering is not significant THEN its evidence names the
+    seeds the run's power.csv asks for and whether they fit :data:`REACH_HOURS`; WHEN the planted
+    power.csv asks for a handful of seeds THEN it says in reach, and for an unbounded number out of reach."""
+    for folder in (MAIN, REPEAT):
+        shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns("guess_number", "booking", "*.png", "*.pdf"))
+    ctx = Context(tmp_path, 0.05, 0.005, {})
+    claim = {"kind": "pipeline_ordering", "a": "calibrated", "b": "interactive", "family": "run"}
+    shipped = pipeline_ordering(claim, ctx)
+    assert shipped.verdict == "not significant" and "asks for guess_number 193, booking 348 seeds" in shipped.number
+    assert "10.4 h: out of reach (over 3 h)" in shipped.number
+    power = tmp_path / MAIN / "power.csv"
+    rows = power.read_text().splitlines()
+    planted = [r.replace(",193,", ",10,").replace(",348,", ",12,") for r in rows]
+    power.write_text("\n".join(planted) + "\n")
+    assert "guess_number 10, booking 12 seeds" in pipeline_ordering(claim, ctx).number
+    assert "h: in reach" in pipeline_ordering(claim, ctx).number
+    power.write_text("\n".join(r.replace(",12,", ",> 10000,") for r in planted) + "\n")
+    assert "booking more than 10000 seeds: out of reach" in pipeline_ordering(claim, ctx).number
+
+
 def test_perturbed_main_job_runs_join_the_ordering_when_shipped(tmp_path):
     """GIVEN copies of the main job and its repeat WHEN a perturbed-weights run (--perturb-init 1)
     equal to the main job is added THEN the supported headline ordering stays supported and names
@@ -282,7 +303,7 @@ def test_perturbed_main_job_runs_join_the_ordering_when_shipped(tmp_path):
     claim = {"kind": "pipeline_ordering", "a": "calibrated", "b": "static_myopic", "family": "secondary"}
     for folder in (MAIN, REPEAT):
         (tmp_path / folder).mkdir(parents=True)
-        for name in ("results.json", "paired.csv"):
+        for name in ("results.json", "paired.csv", "power.csv", "timings.json"):
             shutil.copy(ROOT / folder / name, tmp_path / folder / name)
     ctx = Context(tmp_path, 0.05, 0.005, {})
     assert pipeline_ordering(claim, ctx).verdict == "supported"
