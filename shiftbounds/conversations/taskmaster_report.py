@@ -43,22 +43,10 @@ def comparisons(arms: Sequence[str], against: Sequence[str] = ()) -> list[tuple[
             + [(c, a) for c in arms if ARMS[c][0] == "calibrated" for a in arms if other(c, a)])
 
 
-def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, training: list[dict] | None = None,
-              curves: dict | None = None, checkpoints: dict | None = None) -> dict:
-    """Success per arm and evaluation user (mean over seeds, 95 % t-interval cut to [0, 1]), the sim-to-real gaps
-    (success against the training simulator minus against the held-out and against the independent
-    user model, paired by seed),
-    and per-seed paired differences: every RL arm against the SFT agent, Calibrated Interactive RL
-    against every other arm, each with its own verdict and the verdict that survives Holm's
-    correction over that evaluation user's comparisons; every RL arm against the SFT agent on its
-    own training simulator (what RL learned where it trained: one family over the arms, from runs
-    that evaluated the SFT agent there); the GRPO training curves' trends (``training``,
-    ``curves`` and the checkpoint curves' means ``checkpoints`` as saved, when retabulating) and, per arm, the runs in which no group ever had
-    reward variance (no policy gradient: the agent is its start)."""
-    by = {(r["arm"], r["seed"]): r for r in runs}
-    arms = [*fixed_agents(cfg), *cfg.arms]
-    users = [u for u in EVAL_USERS if all(u in by[a, s] for a in arms for s in cfg.seeds)]  # a run from before a user existed has fewer
-    table, paired = [], []
+def success_table(cfg: RealDialogueConfig, by: dict, arms: list[str], users: list[str]) -> list[dict]:
+    """Success per arm and evaluation user (mean over seeds, 95 % t-interval cut to [0, 1]) and, for an
+    arm with a training simulator, its success there and the sim-to-real gaps (paired by seed)."""
+    table = []
     for arm in arms:
         row = {"arm": arm}
         for user in users:
@@ -79,46 +67,73 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
                 row[f"sim-to-real gap ({label})"] = gap["mean"]
                 row[f"sim-to-real gap ({label}) 95% CI"] = f"[{gap['low']:.3f}, {gap['high']:.3f}]"
         table.append(row)
-    pairs = comparisons(cfg.arms, baselines(cfg))
+    return table
+
+
+def paired_family(cfg: RealDialogueConfig, by: dict, users: list[str]) -> list[dict]:
+    """Per-seed paired differences, :func:`comparisons` per evaluation user (one Holm family each),
+    then every RL arm against the SFT agent on its own training simulator (one family over the arms)."""
+    paired = []
     for user in users:
         rows = [{"evaluation user": user, **paired_difference(np.array([by[a, s][user]["mean"] for s in cfg.seeds]),
                                                               np.array([by[b, s][user]["mean"] for s in cfg.seeds]), (a, b))}
-                for a, b in pairs]
-        # one family per evaluation user: an ordering that survives Holm's correction for its comparisons
+                for a, b in comparisons(cfg.arms, baselines(cfg))]
         paired += [{**r, "holm verdict": v} for r, v in zip(rows, holm_verdicts(rows))]
     own = [(a, ARMS[a][1]) for a in cfg.arms if ARMS[a][1] and all(ARMS[a][1] in by["sft", s] for s in cfg.seeds)]
     rows = [{"evaluation user": f"its training simulator ({sim})", **paired_difference(
         np.array([by[a, s][sim]["mean"] for s in cfg.seeds]), np.array([by["sft", s][sim]["mean"] for s in cfg.seeds]), (a, "sft"))}
         for a, sim in own]
-    paired += [{**r, "holm verdict": v} for r, v in zip(rows, holm_verdicts(rows))]  # one family: the arms on their simulators
-    flat = [{"arm": r["arm"], "seed": r["seed"], "user": u, "success": v["mean"], "n": v["n"]}
-            for r in runs for u, v in r.items() if isinstance(v, dict) and "mean" in v]  # an evaluation, not the checkpoint curve
-    if training is None:
-        training = [{"arm": r["arm"], "seed": r["seed"], "curve": curve, **trend(r[key]),
-                     "zero_variance_steps": r["zero_variance_steps"]}
-                    for r in runs if "training_reward" in r
-                    for curve, key in (("goal success", "training_success"), ("reward", "training_reward"))]
-        training += [{"arm": r["arm"], "seed": r["seed"], "curve": CHECKPOINT_CURVE + ("" if user == ARMS[r["arm"]][1] else f" vs {user}"),
-                      "steps": c["steps"][-1], **paired_trend(c["steps"], np.array(outcomes)),
-                      "zero_variance_steps": r["zero_variance_steps"]}
-                     for r in runs if (c := r.get("checkpoint_curve")) for user, outcomes in c["outcomes"].items()]
-        curves = {f"{r['arm']} seed {r['seed']}": r["training_success"] for r in runs if "training_success" in r}
-        checkpoints = {f"{r['arm']} seed {r['seed']}": {"steps": c["steps"], **{
-            "success" if user == ARMS[r["arm"]][1] else user: np.mean(o, axis=1).tolist() for user, o in c["outcomes"].items()}}
-                       for r in runs if (c := r.get("checkpoint_curve"))}
+    return paired + [{**r, "holm verdict": v} for r, v in zip(rows, holm_verdicts(rows))]
+
+
+def training_trends(runs: list[dict]) -> tuple[list[dict], dict, dict]:
+    """The GRPO runs' trends (goal success and reward per step, and each checkpoint curve's fitted
+    rise), the success curves and the checkpoint curves' means, from the runs' training records."""
+    training = [{"arm": r["arm"], "seed": r["seed"], "curve": curve, **trend(r[key]), "zero_variance_steps": r["zero_variance_steps"]}
+                for r in runs if "training_reward" in r
+                for curve, key in (("goal success", "training_success"), ("reward", "training_reward"))]
+    training += [{"arm": r["arm"], "seed": r["seed"], "curve": CHECKPOINT_CURVE + ("" if user == ARMS[r["arm"]][1] else f" vs {user}"),
+                  "steps": c["steps"][-1], **paired_trend(c["steps"], np.array(outcomes)),
+                  "zero_variance_steps": r["zero_variance_steps"]}
+                 for r in runs if (c := r.get("checkpoint_curve")) for user, outcomes in c["outcomes"].items()]
+    curves = {f"{r['arm']} seed {r['seed']}": r["training_success"] for r in runs if "training_success" in r}
+    checkpoints = {f"{r['arm']} seed {r['seed']}": {"steps": c["steps"], **{
+        "success" if user == ARMS[r["arm"]][1] else user: np.mean(o, axis=1).tolist() for user, o in c["outcomes"].items()}}
+                   for r in runs if (c := r.get("checkpoint_curve"))}
+    return training, curves, checkpoints
+
+
+def signal_rows(arms: tuple[str, ...], training: list[dict]) -> list[dict]:
+    """Per arm: the runs in which no group ever had reward variance (no policy gradient: the agent is
+    its start), the zero-variance steps, and the runs whose curves rise."""
     success = [t for t in training if t.get("curve") == "goal success"]
 
     def rising(rows: list[dict]) -> int:
         return sum(t["rise_low"] is not None and t["rise_low"] > 0 for t in rows)
 
-    signal = [{"arm": arm, "runs": len(rows), "runs without reward variance": sum(t["zero_variance_steps"] == t["steps"] for t in rows),
-               "zero-variance steps": sum(t["zero_variance_steps"] for t in rows), "steps": sum(t["steps"] for t in rows),
-               "runs whose goal success rises (interval above 0)": rising(rows),
-               **({f"runs whose {CHECKPOINT_CURVE} rises (interval above 0)": rising(ckpt)}
-                  if (ckpt := [t for t in training if t.get("curve") == CHECKPOINT_CURVE and t["arm"] == arm]) else {})}
-              for arm in cfg.arms if (rows := [t for t in success if t["arm"] == arm])]
-    return {"config": asdict(replace(cfg, workers=0)), "evaluation_users": users, "table": table, "paired": paired, "runs": flat,
-            "training": training, "training_curves": curves or {}, "checkpoint_curves": checkpoints or {}, "training_signal": signal, **measures,
+    return [{"arm": arm, "runs": len(rows), "runs without reward variance": sum(t["zero_variance_steps"] == t["steps"] for t in rows),
+             "zero-variance steps": sum(t["zero_variance_steps"] for t in rows), "steps": sum(t["steps"] for t in rows),
+             "runs whose goal success rises (interval above 0)": rising(rows),
+             **({f"runs whose {CHECKPOINT_CURVE} rises (interval above 0)": rising(ckpt)}
+                if (ckpt := [t for t in training if t.get("curve") == CHECKPOINT_CURVE and t["arm"] == arm]) else {})}
+            for arm in arms if (rows := [t for t in success if t["arm"] == arm])]
+
+
+def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, training: list[dict] | None = None,
+              curves: dict | None = None, checkpoints: dict | None = None) -> dict:
+    """The results of a run: :func:`success_table`, :func:`paired_family`, every evaluation as a row,
+    the GRPO training trends (:func:`training_trends`; ``training``, ``curves`` and ``checkpoints``
+    as saved, when retabulating) and :func:`signal_rows`, with the measurements."""
+    by = {(r["arm"], r["seed"]): r for r in runs}
+    arms = [*fixed_agents(cfg), *cfg.arms]
+    users = [u for u in EVAL_USERS if all(u in by[a, s] for a in arms for s in cfg.seeds)]  # a run from before a user existed has fewer
+    flat = [{"arm": r["arm"], "seed": r["seed"], "user": u, "success": v["mean"], "n": v["n"]}
+            for r in runs for u, v in r.items() if isinstance(v, dict) and "mean" in v]  # an evaluation, not the checkpoint curve
+    if training is None:
+        training, curves, checkpoints = training_trends(runs)
+    return {"config": asdict(replace(cfg, workers=0)), "evaluation_users": users, "table": success_table(cfg, by, arms, users),
+            "paired": paired_family(cfg, by, users), "runs": flat, "training": training, "training_curves": curves or {},
+            "checkpoint_curves": checkpoints or {}, "training_signal": signal_rows(cfg.arms, training), **measures,
             "note": "The evaluation users are models of people, not people: a user model trained on the held-out split "
                     "of human dialogues, the same model with a rule that rejects a wrong order it would accept, and an "
                     "independent user model (another base model's size, tokenizer, seed and pretraining corpus, trained on "

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,7 @@ from shiftbounds.dialogue.neural.rollout import (
 from shiftbounds.dialogue.neural.tokens import Vocab
 from shiftbounds.dialogue.tasks import judge_reward
 from shiftbounds.losses import (
+    PolicyGradientLoss,
     awr_weights,
     entropy,
     gather_tokens,
@@ -276,6 +278,62 @@ def awr_baseline(data: dict) -> tuple[torch.Tensor, torch.Tensor]:
     return base, adv.std(unbiased=False).clamp_min(1e-6) if adv.numel() > 1 else torch.ones(())
 
 
+def _awr_loss(vocab: Vocab, agent: Transformer, ref: Transformer, logs: dict, cfg: RLConfig, generator: torch.Generator,
+              baseline: tuple[float, float]) -> tuple[PolicyGradientLoss, torch.Tensor, torch.Tensor | None]:
+    """One AWR batch: the interactive arms' budget in dialogues (``goals_per_step * group`` logged
+    dialogues, one forward pass each), every alive turn weighted by its judged return-to-go."""
+    d = torch.randint(logs["goals"].shape[0], (cfg.agent_tokens_per_step,), generator=generator).to(_device(agent))
+    views, mask = logs["agent_view"][d], logs["turn_mask"][d]
+    logp = log_probs(agent_turn_logits(vocab, agent, views))  # [B, H, A]
+    with torch.no_grad():
+        ref_logp = log_probs(agent_turn_logits(vocab, ref, views))
+    weights = awr_weights(logs["togo"][d], *baseline) * mask  # [B, H]
+    chosen = gather_tokens(logp, logs["actions"][d].clamp_min(0))
+    return policy_gradient_loss(chosen, weights, mask, cfg.kl_coef, dist=logp, ref_dist=ref_logp), logp, mask
+
+
+def _static_loss(vocab: Vocab, agent: Transformer, ref: Transformer, logs: dict, cfg: RLConfig,
+                 generator: torch.Generator) -> tuple[PolicyGradientLoss, torch.Tensor, torch.Tensor | None]:
+    """One Static Context RL batch: ``group`` acts sampled at each drawn logged context, paid by the
+    judge (``one_step``: the logged return-to-go where the act is the logged one), against the group's mean."""
+    d, t = _static_batch(vocab, agent, logs, cfg, generator)
+    views = logs["agent_view"][d]
+    rows = torch.arange(len(d), device=d.device)
+    logits = agent_turn_logits(vocab, agent, views)[rows, t]  # [M, A]
+    with torch.no_grad():
+        ref_logits = agent_turn_logits(vocab, ref, views)[rows, t]
+    logp = log_probs(logits)
+    acts = multinomial(logp.exp().repeat_interleave(cfg.group, 0), generator)  # [M*G]
+    goal = logs["goals"][d].repeat_interleave(cfg.group)
+    reward = judge_reward(vocab.task, acts, goal)
+    if cfg.static_reward == "one_step":
+        logged = logs["actions"][d, t].repeat_interleave(cfg.group)
+        togo = logs["togo"][d, t].repeat_interleave(cfg.group)
+        reward = torch.where(acts == logged, togo, reward)
+    chosen = gather_tokens(logp.repeat_interleave(cfg.group, 0), acts)
+    loss = policy_gradient_loss(chosen, group_advantages(reward, cfg.group, cfg.normalise), None, cfg.kl_coef,
+                                dist=logp, ref_dist=log_probs(ref_logits))
+    return loss, logp, None
+
+
+def _interactive_loss(vocab: Vocab, agent: Transformer, ref: Transformer, user: ExplicitUser | NeuralUser, cfg: RLConfig,
+                      generator: torch.Generator) -> tuple[PolicyGradientLoss, torch.Tensor, torch.Tensor | None]:
+    """One interactive batch: ``group`` dialogues with ``user`` per drawn goal, each agent turn credited
+    with the dialogue's return (or its return-to-go) against its group's mean."""
+    goals = torch.randint(vocab.task.n_goals, (cfg.goals_per_step,), generator=generator).repeat_interleave(cfg.group)
+    ro = rollout(vocab, agent.eval(), user, goals.to(_device(agent)), temperature=1.0, generator=generator)
+    agent.train()
+    if cfg.advantage == "togo":  # [B, H]: each turn against its group's mean at that turn
+        adv = group_advantages(returns_to_go(ro.accept_rewards), cfg.group, cfg.normalise)
+    else:  # [B], broadcast over the dialogue's agent tokens
+        adv = group_advantages(ro.accept_rewards.sum(1), cfg.group, cfg.normalise)
+    logp = log_probs(agent_turn_logits(vocab, agent, ro.agent_view))
+    with torch.no_grad():
+        ref_logp = log_probs(agent_turn_logits(vocab, ref, ro.agent_view))
+    chosen = gather_tokens(logp, ro.actions.clamp_min(0))  # [B, H]
+    return policy_gradient_loss(chosen, adv, ro.turn_mask, cfg.kl_coef, dist=logp, ref_dist=ref_logp), logp, ro.turn_mask
+
+
 def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConfig, generator: torch.Generator, *,
                 logs: dict | None = None, user: ExplicitUser | NeuralUser | None = None,
                 evaluate: Callable[[Transformer, int], dict] | None = None,
@@ -283,7 +341,8 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
     """RL of the agent from its SFT initialisation; returns the agent and the learning curve
     (``evaluate(agent, step)`` every ``eval_every`` steps, with ``step``, ``agent_tokens`` and the
     mean policy-gradient and KL terms ``pg`` / ``kl`` of the steps since the previous point added; it should draw from a generator of its own, derived from ``step``, so that a resumed
-    run's curve equals the uninterrupted one's).
+    run's curve equals the uninterrupted one's). Each step is one batch of the paradigm's loss
+    (:func:`_awr_loss`, :func:`_static_loss`, :func:`_interactive_loss`), an entropy bonus, and a clipped AdamW step.
 
     With ``checkpoint``, the agent, optimiser, generator state and curve are saved there
     (atomically) at every evaluation, and a rerun resumes from the last one: a killed run loses
@@ -295,14 +354,15 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
         raise ValueError("Static Context RL needs logs")
     if paradigm != "static" and user is None:
         raise ValueError(f"{paradigm} RL needs a user simulator")
-    task = vocab.task
-    H = task.horizon
-    agent = copy.deepcopy(sft_agent).train()
-    ref = sft_agent.eval()
+    agent, ref = copy.deepcopy(sft_agent).train(), sft_agent.eval()
     opt = torch.optim.AdamW(agent.parameters(), lr=cfg.lr, weight_decay=0.0)
-    curve: list[dict] = []
     if paradigm == "static" and cfg.static_reward == "awr":
-        awr_base, awr_scale = awr_baseline(logs)
+        batch_loss = functools.partial(_awr_loss, vocab, agent, ref, logs, cfg, generator, awr_baseline(logs))
+    elif paradigm == "static":
+        batch_loss = functools.partial(_static_loss, vocab, agent, ref, logs, cfg, generator)
+    else:
+        batch_loss = functools.partial(_interactive_loss, vocab, agent, ref, user, cfg, generator)
+    curve: list[dict] = []
     window = {"pg": 0.0, "kl": 0.0, "steps": 0}  # loss parts since the last curve point
     start = 0
     if checkpoint is not None and Path(checkpoint).exists():
@@ -315,7 +375,7 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
     def record(step: int) -> None:
         if evaluate is not None:
             parts = {k: window[k] / window["steps"] for k in ("pg", "kl")} if window["steps"] else {}
-            curve.append({"step": step, "agent_tokens": step * cfg.agent_tokens_per_step * H, **parts,
+            curve.append({"step": step, "agent_tokens": step * cfg.agent_tokens_per_step * vocab.task.horizon, **parts,
                           **evaluate(agent.eval(), step)})
             agent.train()
         window.update(pg=0.0, kl=0.0, steps=0)
@@ -327,63 +387,13 @@ def train_agent(vocab: Vocab, sft_agent: Transformer, paradigm: str, cfg: RLConf
         record(0)
         start = 1
     for step in range(start, cfg.steps + 1):
-        # ---------------------------------------------------------------- ALGO LOGIC
-        if paradigm == "static" and cfg.static_reward == "awr":
-            # the interactive arms' budget in dialogues: goals_per_step * group logged dialogues per
-            # step (one forward pass each), every alive turn weighted by its judged return-to-go
-            d = torch.randint(logs["goals"].shape[0], (cfg.agent_tokens_per_step,), generator=generator).to(_device(agent))
-            views, mask = logs["agent_view"][d], logs["turn_mask"][d]
-            logp = log_probs(agent_turn_logits(vocab, agent, views))  # [B, H, A]
-            with torch.no_grad():
-                ref_logp = log_probs(agent_turn_logits(vocab, ref, views))
-            weights = awr_weights(logs["togo"][d], awr_base, awr_scale) * mask  # [B, H]
-            chosen = gather_tokens(logp, logs["actions"][d].clamp_min(0))
-            loss = policy_gradient_loss(chosen, weights, mask, cfg.kl_coef, dist=logp, ref_dist=ref_logp)
-            dist, dist_mask = logp, mask
-        elif paradigm == "static":
-            d, t = _static_batch(vocab, agent, logs, cfg, generator)
-            views = logs["agent_view"][d]
-            rows = torch.arange(len(d), device=d.device)
-            logits = agent_turn_logits(vocab, agent, views)[rows, t]  # [M, A]
-            with torch.no_grad():
-                ref_logits = agent_turn_logits(vocab, ref, views)[rows, t]
-            logp = log_probs(logits)
-            acts = multinomial(logp.exp().repeat_interleave(cfg.group, 0), generator)  # [M*G]
-            goal = logs["goals"][d].repeat_interleave(cfg.group)
-            reward = judge_reward(task, acts, goal)
-            if cfg.static_reward == "one_step":
-                logged = logs["actions"][d, t].repeat_interleave(cfg.group)
-                togo = logs["togo"][d, t].repeat_interleave(cfg.group)
-                reward = torch.where(acts == logged, togo, reward)
-            chosen = gather_tokens(logp.repeat_interleave(cfg.group, 0), acts)
-            loss = policy_gradient_loss(chosen, group_advantages(reward, cfg.group, cfg.normalise), None, cfg.kl_coef,
-                                        dist=logp, ref_dist=log_probs(ref_logits))
-            dist, dist_mask = logp, None
-        else:
-            goals = torch.randint(task.n_goals, (cfg.goals_per_step,), generator=generator).repeat_interleave(cfg.group)
-            goals = goals.to(_device(agent))
-            ro = rollout(vocab, agent.eval(), user, goals, temperature=1.0, generator=generator)
-            agent.train()
-            if cfg.advantage == "togo":  # [B, H]: each turn against its group's mean at that turn
-                adv = group_advantages(returns_to_go(ro.accept_rewards), cfg.group, cfg.normalise)
-            else:  # [B], broadcast over the dialogue's agent tokens
-                adv = group_advantages(ro.accept_rewards.sum(1), cfg.group, cfg.normalise)
-            logits = agent_turn_logits(vocab, agent, ro.agent_view)
-            logp = log_probs(logits)
-            with torch.no_grad():
-                ref_logp = log_probs(agent_turn_logits(vocab, ref, ro.agent_view))
-            chosen = gather_tokens(logp, ro.actions.clamp_min(0))  # [B, H]
-            loss = policy_gradient_loss(chosen, adv, ro.turn_mask, cfg.kl_coef, dist=logp, ref_dist=ref_logp)
-            dist, dist_mask = logp, ro.turn_mask
-        # ---------------------------------------------------------------- end ALGO LOGIC
+        loss, dist, dist_mask = batch_loss()
         total = loss.total - cfg.entropy_coef * entropy(dist, dist_mask) if cfg.entropy_coef else loss.total
         opt.zero_grad()
         total.backward()
         torch.nn.utils.clip_grad_norm_(agent.parameters(), 1.0)
         opt.step()
-        window["pg"] += loss.pg.item()
-        window["kl"] += loss.kl.item()
-        window["steps"] += 1
+        window.update(pg=window["pg"] + loss.pg.item(), kl=window["kl"] + loss.kl.item(), steps=window["steps"] + 1)
         if progress:
             progress(step, loss.total.item())
         if step % cfg.eval_every == 0 or step == cfg.steps:
