@@ -133,3 +133,18 @@ def test_entry_points_stay_within_their_line_budget():
             continue
         n = len(path.read_text().splitlines())
         assert n <= ENTRY_POINT_LINES, f"experiments/{path.name}: {n} lines, over the budget of {ENTRY_POINT_LINES}"
+
+
+FUNCTION_LINES = 65
+"""A library function's budget, docstring included: about 60 lines (``train_agent`` is the longest, at 65)."""
+
+
+def test_library_functions_stay_short():
+    """Every function of the package, nested ones included, is at most :data:`FUNCTION_LINES` lines long
+    (a longer one is split into named steps)."""
+    long = []
+    for path in sorted((ROOT / "shiftbounds").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.end_lineno - node.lineno + 1 > FUNCTION_LINES:
+                long.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name} ({node.end_lineno - node.lineno + 1} lines)")
+    assert not long, "functions over the budget: " + "; ".join(long)
