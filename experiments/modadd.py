@@ -40,7 +40,6 @@ from shiftbounds.modadd_study import (
     curve_rows,
     get_teacher,
     jobs,
-    recorded_config,
     report_md,
     run_seed,
     solve_tables,
@@ -48,6 +47,7 @@ from shiftbounds.modadd_study import (
     summarise,
 )
 from shiftbounds.utils.cli import exit_on_stale, load_config_file, parse_config
+from shiftbounds.utils.configs import recorded
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, read_json, write_csv, write_json
 from shiftbounds.utils.seeding import torch_generator
 from shiftbounds.utils.workers import default_workers, one_torch_thread, run_jobs
@@ -101,7 +101,7 @@ def write_outputs(cfg: ModAddConfig, out: Path, teachers: list[dict], runs: list
     ``curves.csv`` and the curves figure."""
     rows, paired = summarise(cfg, runs)
     solves, mcnemar = solve_tables(cfg, runs)
-    results = {"config": recorded_config(cfg), "teachers": teachers, "rows": rows, "solves": solves, "mcnemar": mcnemar,
+    results = {"config": recorded(cfg), "teachers": teachers, "rows": rows, "solves": solves, "mcnemar": mcnemar,
                "paired": paired, "runs": runs}
     if cfg.curve_every:
         results["speed"] = speed_tables(cfg, runs)

@@ -66,7 +66,7 @@ class UsersConfig:
     base_model: str = field(default="", metadata={"help": "chat-model folder (e.g. from shiftbounds base-model); required"})
     data_dir: str = field(default="", metadata={"help": "folder holding taskmaster4/ (default: ../shared/data)"})
     n_probe: int = field(default=100, metadata={"help": "calibration-split dialogues probed"})
-    probe_from: int = field(default=0, metadata={"help": "first calibration-split dialogue probed (later: dialogues an earlier "
+    probe_from: int = field(default=0, metadata={"earlier": 0, "help": "first calibration-split dialogue probed (later: dialogues an earlier "
                                                           "probe did not use, e.g. to recheck a persona chosen on the first ones)"})
     n_train: int = field(default=0, metadata={"help": "train-split dialogues to calibrate on (0: all)"})
     personas: tuple[str, ...] = field(default=PERSONAS, metadata={"help": "persona wordings of the prompted user"})
@@ -94,7 +94,7 @@ PRESETS = {"default": {}, "smoke": {"n_probe": 4, "n_train": 8, "steps": 2, "bat
 
 def run(cfg: UsersConfig) -> list[dict]:
     out = Path(cfg.out_dir)
-    guard_resume(out, cfg, legacy={"probe_from": 0})
+    guard_resume(out, cfg)
     data = load_taskmaster(cfg.data_dir or None, None, None, rng=numpy_rng(cfg.seed, "split"))
     train, dev = data["tm4"][0], data["tm4"][1][cfg.probe_from:]
     builder, probes = calibration_probes(data["tm4_raw"], dev, cfg.n_probe, cfg.seed)

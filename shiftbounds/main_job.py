@@ -25,7 +25,7 @@ from shiftbounds.dialogue.neural.analysis import (
     summarise,
     sweep_md,
 )
-from shiftbounds.dialogue.neural.pipeline import LEGACY, PipelineConfig, run_task_seed
+from shiftbounds.dialogue.neural.pipeline import PipelineConfig, run_task_seed
 from shiftbounds.dialogue.prepare import make_task
 from shiftbounds.figures import plot_compounding_sweep, plot_pipeline_curves, plot_pipeline_shifts, plot_pipeline_user_models
 from shiftbounds.utils.configs import flat_dict
@@ -48,7 +48,7 @@ def run(cfg: PipelineConfig) -> dict:
     any number of workers, and whether the run went through at once or was killed and resumed any
     number of times. Refuses an ``--out-dir`` made under settings that change results (naming them)."""
     out = Path(cfg.out_dir)
-    guard_resume(out, replace(cfg, workers=0), legacy=LEGACY)  # the worker count is recorded in timings only: it changes no result
+    guard_resume(out, replace(cfg, workers=0))  # the worker count is recorded in timings only: it changes no result
     jobs = [(cfg, task, k) for task in cfg.tasks for k in range(cfg.seeds)]
     workers = cfg.workers or default_workers()
     t0 = time.perf_counter()
@@ -96,7 +96,7 @@ def run_sweep(cfg: PipelineConfig) -> dict:
     (:mod:`shiftbounds.dialogue.neural.compounding`): ``sweep.csv`` (per horizon), ``growth.csv``
     (slopes in ``H``), ``sweep.md``, ``results.json`` and the figure ``compounding``."""
     out = Path(cfg.out_dir)
-    guard_resume(out, replace(cfg, workers=0), legacy=LEGACY)
+    guard_resume(out, replace(cfg, workers=0))
     by_h = {h: run(replace(cfg, horizon=h, sweep=(), out_dir=str(out / f"H{h}")))["runs"] for h in cfg.sweep}
     span = 1.0 + make_task(cfg.tasks[0], cfg.sweep[0], cfg.reward_source).wrong_penalty
     rows = C.sweep_rows(by_h, span)

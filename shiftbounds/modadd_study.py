@@ -60,8 +60,8 @@ class ModAddConfig:
     teacher_steps: int = field(default=800, metadata={"help": "teacher optimisation steps"})
     n_eval: int = field(default=1000, metadata={"help": "held-out prompts"})
     device: str = field(default="cpu", metadata={"help": "cpu, cuda or auto"})
-    curve_every: int = field(default=0, metadata={"help": "also evaluate each student on the held-out prompts every this many steps (and before the first): its exact-match curve, in results.json and curves.csv; 0 = only at the end. The training is the same either way", "resume": False})
-    skip: tuple[str, ...] = field(default=(), metadata={"help": "cells left out of the sweep, each SIGNAL@ETA (full@0.0: no full-signal cell at eta 0), so a control can run at one noise level only", "resume": False})
+    curve_every: int = field(default=0, metadata={"earlier": 0, "help": "also evaluate each student on the held-out prompts every this many steps (and before the first): its exact-match curve, in results.json and curves.csv; 0 = only at the end. The training is the same either way", "resume": False})
+    skip: tuple[str, ...] = field(default=(), metadata={"earlier": (), "help": "cells left out of the sweep, each SIGNAL@ETA (full@0.0: no full-signal cell at eta 0), so a control can run at one noise level only", "resume": False})
     solve_threshold: float = field(default=0.9, metadata={"help": "a seed solves when its greedy chain exact match on the held-out prompts is >= this (fixed before the run)", "resume": False})
     workers: int = field(default=0, metadata={"help": "(m, eta, signal, warm start, seed) jobs at once, one process each; 0 = every core. The results do not depend on it", "resume": False})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
@@ -111,16 +111,6 @@ class ModAddConfig:
 
 SWEPT = ("out_dir", "m", "etas", "methods", "teacher_signals", "warm_starts", "seeds", "device", "solve_threshold", "workers",
          "retabulate", "curve_every", "skip")
-
-
-ADDED = {"curve_every": 0, "skip": ()}
-"""Settings added after runs were shipped, with the value those runs had."""
-
-
-def recorded_config(cfg: ModAddConfig) -> dict:
-    """The config as ``results.json`` records it: every field, less those of :data:`ADDED` at their
-    old value (so a shipped folder retabulates to the same bytes)."""
-    return {k: v for k, v in asdict(cfg).items() if not (k in ADDED and v == ADDED[k])}
 
 
 def jobs(cfg: ModAddConfig) -> list[tuple]:

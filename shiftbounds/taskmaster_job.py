@@ -18,7 +18,6 @@ from accelerate import PartialState
 from shiftbounds.conversations.models import METADATA
 from shiftbounds.conversations.taskmaster_report import goal_outcomes, per_turn_rows, results_md, summarise
 from shiftbounds.conversations.taskmaster_run import (
-    LEGACY,
     MEASURES,
     RealDialogueConfig,
     Stages,
@@ -36,6 +35,7 @@ from shiftbounds.figures.text import (
     plot_training_curves,
 )
 from shiftbounds.utils.cli import load_config_file
+from shiftbounds.utils.configs import earlier_values
 from shiftbounds.utils.io import atomic_write_text, guard_resume, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.stages import StageCache
@@ -53,7 +53,7 @@ def run(cfg: RealDialogueConfig, stream: TextIO | None = None) -> dict:
     state = PartialState()
     out = Path(cfg.out_dir)
     if state.is_main_process:  # one process on --threads: its rounding depends on them
-        guard_resume(out, cfg, environment=() if cfg.one_thread else ("torch_threads",), legacy=LEGACY)
+        guard_resume(out, cfg, environment=() if cfg.one_thread else ("torch_threads",))
     state.wait_for_everyone()
     st = StageCache(out / "stages", save=state.is_main_process, barrier=state.wait_for_everyone)
     seconds: dict[str, float] = {}
@@ -122,7 +122,7 @@ def retabulate(out: Path) -> dict:
     inputs that do not change is rewritten. The saved config is the run's, whatever the command line."""
     old = read_json(out / "results.json")
     saved = load_config_file(out / "config.json", RealDialogueConfig)  # the run's own settings, lists as tuples
-    saved = {**LEGACY, **saved}
+    saved = {**earlier_values(RealDialogueConfig), **saved}
     cfg = RealDialogueConfig(**{**saved, "out_dir": str(out)})
     runs: dict = {}
     for r in old["runs"]:

@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 from experiments import full_pipeline, modadd
-from shiftbounds.dialogue.neural.pipeline import LEGACY, PipelineConfig
+from shiftbounds.dialogue.neural.pipeline import PipelineConfig
 from shiftbounds.dialogue.neural.training import RLConfig
 from shiftbounds.utils.cli import load_config_file, parse_config
-from shiftbounds.utils.configs import build, component, flat_dict, normalise, options, override
+from shiftbounds.utils.configs import build, component, earlier_values, flat_dict, normalise, options, override, recorded
+from shiftbounds.utils.io import StaleFolderError, guard_resume
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -64,7 +65,7 @@ def test_bad_component_values_name_the_option(tmp_path, capsys):
 def test_every_shipped_main_job_config_loads_and_keeps_its_layout():
     """Each shipped ``config.json`` of the main job loads, and the config it builds is written back
     as the same keys in the same order with the same values (the settings added since at their
-    :data:`LEGACY` values)."""
+    earlier values, :func:`earlier_values`)."""
     checked = 0
     for path in sorted((ROOT / "results").glob("**/config.json")):
         saved = json.loads(path.read_text()).get("config", {})
@@ -72,7 +73,7 @@ def test_every_shipped_main_job_config_loads_and_keeps_its_layout():
             continue
         written = json.loads(json.dumps(flat_dict(build(PipelineConfig, load_config_file(path, PipelineConfig)))))
         assert [k for k in written if k in saved] == list(saved), path
-        assert written == {k: {**LEGACY, **saved}[k] for k in written}, path
+        assert written == {k: {**earlier_values(PipelineConfig), **saved}[k] for k in written}, path
         checked += 1
     assert checked >= 5
 
@@ -98,3 +99,21 @@ def test_component_refuses_fields_it_does_not_have():
         component(RLConfig(), "rl", flat={"stepz": "rl_steps"})
     with pytest.raises(TypeError, match="config dataclass instance"):
         component(RLConfig, "rl", flat={})
+
+
+def test_options_added_since_are_declared_once_in_their_fields(tmp_path):
+    """GIVEN the fields' ``earlier`` values WHEN a folder's config.json predates an option THEN the
+    resume guard reads it at that value (resumes at it, refuses another), and a results.json records
+    the option only where it differs from it."""
+    assert earlier_values(PipelineConfig) == {"entropy_coef": 0.0, "advantage": "return", "normalise_advantages": False,
+                                              "perturb_init": 0}
+    cfg = PipelineConfig(out_dir=str(tmp_path))
+    saved = {k: v for k, v in flat_dict(cfg).items() if k not in ("perturb_init", "entropy_coef")}
+    (tmp_path / "config.json").write_text(json.dumps({"config": saved}))
+    guard_resume(tmp_path, cfg)  # the folder was computed at the earlier values: it resumes
+    (tmp_path / "config.json").write_text(json.dumps({"config": saved}))
+    with pytest.raises(StaleFolderError, match="perturb_init: saved 0, now 1"):
+        guard_resume(tmp_path, replace(cfg, perturb_init=1))
+    small = parse_config(modadd.ModAddConfig, "", modadd.PRESETS, ["--preset", "smoke"], name="experiments.modadd", apply_threads=False)
+    assert "curve_every" not in recorded(small) and "skip" not in recorded(small)
+    assert recorded(replace(small, curve_every=5))["curve_every"] == 5

@@ -28,6 +28,7 @@ from shiftbounds.conversations.taskmaster import (
     split_by_dialogue,
 )
 from shiftbounds.distill.gsm8k import METHODS, NoisyTeacher, extract_final, load_gsm8k, on_policy_loss
+from shiftbounds.utils.configs import earlier_values
 from shiftbounds.utils.device import resolve_device
 from shiftbounds.utils.stages import StageCache
 from shiftbounds.utils.stats import roc_auc
@@ -548,7 +549,7 @@ def test_real_dialogue_presets_are_their_shipped_runs(preset):
     from experiments import real_dialogue
 
     saved = json.loads((Path(__file__).parents[1] / f"results/real_dialogue/{preset}/config.json").read_text())["config"]
-    saved = {**taskmaster_run.LEGACY, **saved}  # settings added after the run, at the values it was made with
+    saved = {**earlier_values(taskmaster_run.RealDialogueConfig), **saved}  # settings added after the run, at the values it was made with
     preset_cfg = json.loads(json.dumps(vars(taskmaster_run.RealDialogueConfig(**real_dialogue.PRESETS[preset]))))
     assert {k: v for k, v in preset_cfg.items() if k not in ("out_dir", "workers")} == {
         k: v for k, v in saved.items() if k not in ("out_dir", "workers")}

@@ -44,7 +44,7 @@ class RealDialogueConfig:
     pretrain_steps: int = field(default=1000, metadata={"help": "pretraining steps of the corpus-made model"})
     goal_annotated: bool = field(default=True, metadata={"help": "pretrain also on each Taskmaster-4 train dialogue led by its "
                                                                 "user's goal (a header unlike the persona prompt)"})
-    user_view: str = field(default="as_user", metadata={"help": "how the LM user models read the dialogue: as_user (the roles as "
+    user_view: str = field(default="as_user", metadata={"earlier": "flipped", "help": "how the LM user models read the dialogue: as_user (the roles as "
                                                           "logged, the model speaks in the customer's slot) or flipped "
                                                           "(the customer as the chat model's assistant)"})
     independent_vocab_size: int = field(default=2000, metadata={"help": "independent evaluator's base: tokenizer vocabulary"})
@@ -62,8 +62,8 @@ class RealDialogueConfig:
     num_generations: int = field(default=4, metadata={"help": "dialogues per goal (the group baseline)"})
     rl_lr: float = field(default=1e-4, metadata={"help": "GRPO learning rate"})
     beta: float = field(default=0.0, metadata={"help": "KL weight to the SFT agent (> 0 loads a reference model)"})
-    lora_rank: int = field(default=0, metadata={"help": "GRPO with LoRA adapters of this rank (peft, merged into the saved agent); 0: full fine-tuning"})
-    persona: str = field(default="", metadata={"help": "the prompted user's persona, with {goal} (empty: the package's default)"})
+    lora_rank: int = field(default=0, metadata={"earlier": 0, "help": "GRPO with LoRA adapters of this rank (peft, merged into the saved agent); 0: full fine-tuning"})
+    persona: str = field(default="", metadata={"earlier": "", "help": "the prompted user's persona, with {goal} (empty: the package's default)"})
     credit_weight: float = field(default=0.0, metadata={"help": "weight of the partial-credit reward (items, quantities, options "
                                                                 "right) beside goal success (weight 1)"})
     rl_temperature: float = field(default=1.0, metadata={"help": "agent temperature in GRPO rollouts"})
@@ -75,16 +75,16 @@ class RealDialogueConfig:
                                                                           "GRPO rollouts (empty: --user-temperature; every "
                                                                           "evaluation samples at --user-temperature)"})
     eval_temperature: float = field(default=0.0, metadata={"help": "agent temperature at evaluation (0: greedy)"})
-    curve_every: int = field(default=0, metadata={"help": "every this many GRPO steps (and at step 0), the agent's goal success "
+    curve_every: int = field(default=0, metadata={"earlier": 0, "help": "every this many GRPO steps (and at step 0), the agent's goal success "
                                                           "against its training simulator on the evaluation goals, as the "
                                                           "evaluation measures it (0: none)"})
-    curve_users: tuple[str, ...] = field(default=(), metadata={"help": "evaluation users the checkpoints also meet (with "
+    curve_users: tuple[str, ...] = field(default=(), metadata={"earlier": (), "help": "evaluation users the checkpoints also meet (with "
                                                                        "--curve-every; e.g. held-out user model): where "
                                                                        "the sim-to-real gap opens during training"})
     n_eval: int = field(default=128, metadata={"help": "goals per evaluation"})
     eval_split: str = field(default="held-out", metadata={"help": "split the evaluation goals come from: held-out, or calibration "
                                                                   "for development runs (choosing settings without the held-out goals)"})
-    rl_split: str = field(default="train", metadata={"help": "split whose dialogues (goals, and logged openings for the arms that "
+    rl_split: str = field(default="train", metadata={"earlier": "train", "help": "split whose dialogues (goals, and logged openings for the arms that "
                                                               "open with them) RL trains on: train (the split the SFT agent and the "
                                                               "calibrated simulator learned from), or calibration (requests no agent or "
                                                               "simulator was trained on; with --eval-split calibration, the dialogues "
@@ -102,7 +102,7 @@ class RealDialogueConfig:
     accept_wrong: float = field(default=0.3, metadata={"help": "rule-based simulator: accept-wrong rate"})
     leak: float = field(default=0.2, metadata={"help": "rule-based simulator: leak rate"})
     seed: int = field(default=0, metadata={"help": "seed of the splits, the models' initialisation and the measurements"})
-    one_thread: bool = field(default=True, metadata={"help": "compute every stage on one torch thread, in --workers processes, so that "
+    one_thread: bool = field(default=True, metadata={"earlier": False, "help": "compute every stage on one torch thread, in --workers processes, so that "
                                                                "the outputs are the same bytes whatever --threads and --workers (off: "
                                                                "in this process on --threads, as runs made before this option)"})
     workers: int = field(default=0, metadata={"help": "processes computing independent stages (0: every core)", "resume": False})
@@ -182,11 +182,6 @@ def memory_estimate(cfg: RealDialogueConfig) -> dict:
     ])
 
 
-# settings added after runs were made, at the values those runs were made with: the one view before
-# --user-view; one process on --threads before --one-thread; the train split before --rl-split; full
-# fine-tuning and the default persona before --lora-rank and --persona
-LEGACY = {"user_view": "flipped", "one_thread": False, "curve_every": 0, "curve_users": (), "rl_split": "train", "lora_rank": 0,
-          "persona": ""}
 USER_MODELS = ("user_calibrated", "user_heldout", "user_calibrated_tm3", "user_independent")
 MEASURES = ("realism", "discriminator", "sycophancy", "logged_confirmations")
 CHECKPOINT_CURVE = "goal success at checkpoints (greedy, evaluation goals)"

@@ -14,6 +14,11 @@ nested in a file. Its ``flat`` name (``rl_steps``) is what runs made before the 
 call it: it is still read (a shipped ``config.json`` loads as before), and a run's ``config.json``
 and ``results.json`` are written in that flat layout (:func:`flat_dict`), so those files keep
 their bytes. The pure functions here are what :mod:`shiftbounds.utils.cli` and the resume guard use.
+
+An option added after runs were made says so once, in its field: ``metadata={"earlier": v}`` (a
+component: ``earlier={option: v}``), ``v`` being the value those runs were computed with (their
+``config.json`` lacks it). The resume guard reads a saved folder with them (:func:`earlier_values`);
+a study whose ``results.json`` must keep its bytes records its config without them (:func:`recorded`).
 """
 
 from __future__ import annotations
@@ -26,15 +31,17 @@ from typing import Any, TypeVar
 C = TypeVar("C")
 
 
-def component(default: Any, help: str, *, flat: Mapping[str, str]) -> Any:
+def component(default: Any, help: str, *, flat: Mapping[str, str], earlier: Mapping[str, Any] | None = None) -> Any:
     """A field holding the config dataclass ``default``, whose options are ``flat``'s keys (each read
-    also under its ``flat`` name); ``help`` titles its section of ``--help``."""
+    also under its ``flat`` name); ``help`` titles its section of ``--help``; ``earlier``: the options
+    added after runs were made, with the values those runs had."""
     if not dataclasses.is_dataclass(default) or isinstance(default, type):
         raise TypeError(f"component needs a config dataclass instance as its default; got {default!r}")
-    unknown = sorted(set(flat) - {f.name for f in dataclasses.fields(default)})
+    unknown = sorted((set(flat) | set(earlier or {})) - {f.name for f in dataclasses.fields(default)})
     if unknown:
         raise TypeError(f"component {type(default).__name__}: no fields {unknown}")
-    return dataclasses.field(default_factory=lambda: default, metadata={"help": help, "flat": dict(flat), "component": True})
+    return dataclasses.field(default_factory=lambda: default, metadata={"help": help, "flat": dict(flat), "component": True,
+                                                                        "earlier": dict(earlier or {})})
 
 
 def components(cls: type) -> dict[str, dataclasses.Field]:
@@ -154,6 +161,25 @@ def flat_dict(cfg: Any) -> dict[str, Any]:
         else:
             out[f.name] = _copy(value)
     return out
+
+
+def earlier_values(cls: type) -> dict[str, Any]:
+    """The options of ``cls`` added after runs were made, by the name a ``config.json`` uses (a
+    component option's flat name), with the value those runs were computed with."""
+    out: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        if f.metadata.get("component"):
+            out.update({f.metadata["flat"][sub]: v for sub, v in f.metadata["earlier"].items()})
+        elif "earlier" in f.metadata:
+            out[f.name] = f.metadata["earlier"]
+    return out
+
+
+def recorded(cfg: Any) -> dict[str, Any]:
+    """``cfg`` as a ``results.json`` records it: :func:`flat_dict`, less each option added since at
+    its earlier value, so that a folder made before the option retabulates to the same bytes."""
+    earlier = earlier_values(type(cfg))
+    return {k: v for k, v in flat_dict(cfg).items() if not (k in earlier and v == earlier[k])}
 
 
 def _copy(value: Any) -> Any:

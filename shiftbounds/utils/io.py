@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from shiftbounds.utils.configs import flat_dict
+from shiftbounds.utils.configs import earlier_values, flat_dict
 
 
 def _jsonable(x: Any) -> Any:
@@ -228,7 +228,9 @@ def guard_resume(folder: str | os.PathLike, config: Any, ignore: Iterable[str] =
     (``.<name>.<random>.tmp``, never a result) are removed.
     """
     path = Path(folder) / "config.json"
-    full = flat_dict(config) if is_dataclass(config) and not isinstance(config, type) else dict(config)
+    is_config = is_dataclass(config) and not isinstance(config, type)
+    full = flat_dict(config) if is_config else dict(config)
+    legacy = {**(earlier_values(type(config)) if is_config else {}), **(legacy or {})}
     skip = _skipped(config, ignore)
     now = {k: v for k, v in _jsonable(full).items() if k not in skip}
     env_now, earlier = run_environment(), []

@@ -78,13 +78,14 @@ class PipelineConfig:
                                          "reward is set per arm)",
                              flat={"steps": "rl_steps", "goals_per_step": "goals_per_step", "group": "group", "lr": "rl_lr",
                                    "kl_coef": "kl_coef", "entropy_coef": "entropy_coef", "advantage": "advantage",
-                                   "normalise": "normalise_advantages", "eval_every": "eval_every"})
+                                   "normalise": "normalise_advantages", "eval_every": "eval_every"},
+                             earlier={"entropy_coef": 0.0, "advantage": "return", "normalise": False})
     n_eval: int = field(default=2000, metadata={"help": "dialogues per final evaluation (the same goals and user draws for every arm of a seed)"})
     n_curve: int = field(default=400, metadata={"help": "dialogues per learning-curve point (shared by the arms at each step)"})
     # --- run
     seeds: int = field(default=20, metadata={"help": "seeds (independent logs and training)"})
     seed: int = field(default=0, metadata={"help": "one seed for every generator"})
-    perturb_init: int = field(default=0, metadata={"help": "multiply every initial weight of every network by 1 + 1e-7 z (z standard normal, drawn from a generator keyed by this value; 0 = off): runs that differ from the unperturbed one only at float32 rounding, a stand-in for another CPU"})
+    perturb_init: int = field(default=0, metadata={"earlier": 0, "help": "multiply every initial weight of every network by 1 + 1e-7 z (z standard normal, drawn from a generator keyed by this value; 0 = off): runs that differ from the unperturbed one only at float32 rounding, a stand-in for another CPU"})
     device: str = field(default="cpu", metadata={"help": "cpu, cuda or auto (CUDA when available); generators stay on the CPU, so draws match across devices"})
     workers: int = field(default=0, metadata={"help": "(task, seed) runs at once, each in its own process on one torch thread; 0 = every core. The results do not depend on it", "resume": False})
     out_dir: str = field(default="results/full_pipeline/default", metadata={"help": "results folder", "resume": False})
@@ -118,11 +119,6 @@ class PipelineConfig:
         if self.d_model % 4:
             raise ValueError(f"--d-model must be a multiple of 4 (4 heads); got {self.d_model}")
         SFTConfig(self.sft_steps)
-
-
-LEGACY = {"entropy_coef": 0.0, "advantage": "return", "normalise_advantages": False, "perturb_init": 0}
-"""Settings added after runs were shipped, with the values those runs were computed with (their
-``config.json`` lacks them): the resume guard reads them so."""
 
 
 ARMS = {  # arm -> (paradigm, Static Context RL reward, training user)
