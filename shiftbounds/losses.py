@@ -122,6 +122,17 @@ def mixed_kl(teacher_log_probs: torch.Tensor, student_log_probs: torch.Tensor, b
 
 DIVERGENCES = ("forward", "reverse", "mixed")
 
+METHODS = ("bc", "opd-F", "opd-R", "nail-F", "nail-R", "nail-Mixed")
+"""Paper 2's students: behaviour cloning, and on-policy distillation at sampled (OPD) or greedy (NAIL)
+prefixes with the forward (F), reverse (R) or mixed divergence."""
+
+
+def method_divergence(method: str) -> str:
+    """The divergence ``method`` (one of :data:`METHODS`) trains with; BC's is the forward KL."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}; got {method!r}")
+    return "forward" if method == "bc" else {"F": "forward", "R": "reverse", "Mixed": "mixed"}[method.split("-")[1]]
+
 
 def distillation_loss(teacher_log_probs: torch.Tensor, student_log_probs: torch.Tensor, divergence: str,
                       beta: float = 0.5, mask: torch.Tensor | None = None, reduction: str = "token") -> torch.Tensor:

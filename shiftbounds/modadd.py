@@ -37,12 +37,11 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from shiftbounds.losses import distillation_loss, gather_tokens, log_probs, nll, noised_log_probs
+from shiftbounds.losses import METHODS, distillation_loss, gather_tokens, log_probs, method_divergence, nll, noised_log_probs
 from shiftbounds.nn.generate import generate, multinomial, sample_tokens
 from shiftbounds.nn.transformer import Transformer, TransformerConfig
 
 LAWS = ("mixture", "absorbing")
-METHODS = ("bc", "opd-F", "opd-R", "nail-F", "nail-R", "nail-Mixed")
 TEACHER_SIGNALS = ("sampled", "full", "paper")
 
 
@@ -302,7 +301,7 @@ def student_step_loss(task: ModAddTask, cfg: StudentConfig, student: Transformer
     if cfg.signal == "sampled":  # one noisy-teacher token at each of the student's prefixes
         labels = multinomial(teacher_logp.exp().reshape(-1, task.p), generator).reshape(teacher_logp.shape[:-1])
         return -gather_tokens(student_logp, labels).mean()
-    divergence = "forward" if cfg.method == "bc" else {"F": "forward", "R": "reverse", "Mixed": "mixed"}[cfg.method.split("-")[1]]
+    divergence = method_divergence(cfg.method)
     return distillation_loss(teacher_logp, student_logp, divergence, beta=cfg.mixed_beta)
 
 

@@ -48,11 +48,12 @@ from shiftbounds.conversations.rollouts import (
     static_reward_func,
 )
 from shiftbounds.conversations.simulators import UserSimulator
+from shiftbounds.theory import PARADIGMS
+from shiftbounds.utils.device import resolve_device
 from shiftbounds.utils.progress import attach_progress
 from shiftbounds.utils.seeding import derive_seed
 from shiftbounds.utils.stats import mean_ci
 
-PARADIGMS = ("static", "interactive", "calibrated")
 SYSTEM = "You are a helpful assistant."
 
 
@@ -140,7 +141,7 @@ def grpo_config(cfg: ParadigmConfig, output_dir: str | Path):
                       reward_weights=[1.0, cfg.credit_weight] if cfg.credit_weight > 0 else None,
                       max_completion_length=cfg.max_new_tokens, temperature=cfg.temperature, seed=cfg.seed,
                       data_seed=cfg.seed, logging_steps=1, **cfg.reporting.trainer_args(), bf16=False, fp16=False,
-                      disable_tqdm=True, dataloader_num_workers=0, use_cpu=not torch.cuda.is_available(),
+                      disable_tqdm=True, dataloader_num_workers=0, use_cpu=resolve_device().type == "cpu",
                       gradient_checkpointing=False)
 
 

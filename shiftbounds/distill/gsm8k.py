@@ -25,10 +25,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from shiftbounds.conversations.models import chat_ids
 from shiftbounds.conversations.sampling import sample_batch
 from shiftbounds.conversations.taskmaster import default_data_dir
-from shiftbounds.losses import distillation_loss, log_probs, noised_log_probs
-
-METHODS = ("bc", "opd-F", "opd-R", "nail-F", "nail-R", "nail-Mixed")
-DIVERGENCE = {"F": "forward", "R": "reverse", "Mixed": "mixed"}
+from shiftbounds.losses import METHODS, distillation_loss, log_probs, method_divergence, noised_log_probs
 
 
 @dataclass(frozen=True)
@@ -101,7 +98,7 @@ def on_policy_loss(method: str, student_logits: torch.Tensor, teacher_logits: to
     s_logits = student_logits.float()
     noised = method.startswith("nail") and noise.eta > 0
     s_logp = noised_log_probs(s_logits, noise.eta) if noised else log_probs(s_logits)
-    return distillation_loss(t_logp, s_logp, DIVERGENCE[method.split("-")[1]], beta=mixed_beta, mask=mask, reduction=reduction)
+    return distillation_loss(t_logp, s_logp, method_divergence(method), beta=mixed_beta, mask=mask, reduction=reduction)
 
 
 def prompt_ids(tokenizer: PreTrainedTokenizerBase, problems: list[Problem]) -> list[list[int]]:

@@ -18,8 +18,9 @@ from transformers import GPT2Config
 
 from shiftbounds.conversations.calibration import TrainingConfig, train_sft
 from shiftbounds.conversations.models import build_tiny_chat_model, check_model_folder, load_chat_model
-from shiftbounds.distill.gsm8k import METHODS, NoisyTeacher, exact_match, load_gsm8k, prompt_messages
+from shiftbounds.distill.gsm8k import NoisyTeacher, exact_match, load_gsm8k, prompt_messages
 from shiftbounds.distill.trainers import bc_examples, on_policy_trainer
+from shiftbounds.losses import METHODS
 from shiftbounds.utils.io import atomic_write_text, guard_resume, markdown_table, write_json
 from shiftbounds.utils.memory import Stage, estimate, model_shape
 from shiftbounds.utils.progress import Progress

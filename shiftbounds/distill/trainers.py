@@ -28,7 +28,9 @@ from trl import DistillationConfig
 from trl.trainer.distillation_trainer import DistillationTrainer
 
 from shiftbounds.conversations.models import load_chat_model, trainer_counts_positions_from_mask
-from shiftbounds.distill.gsm8k import METHODS, NoisyTeacher, Problem, on_policy_loss, prompt_messages, sample_completions
+from shiftbounds.distill.gsm8k import NoisyTeacher, Problem, on_policy_loss, prompt_messages, sample_completions
+from shiftbounds.losses import METHODS
+from shiftbounds.utils.device import resolve_device
 from shiftbounds.utils.progress import attach_progress
 
 ON_POLICY = tuple(m for m in METHODS if m != "bc")
@@ -91,7 +93,7 @@ def distillation_config(method: str, output_dir: str | Path, *, steps: int, batc
                               generation_kwargs={"do_sample": False} if method.startswith("nail") else None, seed=seed,
                               data_seed=seed, report_to=[], logging_steps=max(steps // 10, 1), save_strategy="no",
                               bf16=False, fp16=False, gradient_checkpointing=False, disable_tqdm=True,
-                              dataloader_num_workers=0, use_cpu=not torch.cuda.is_available())
+                              dataloader_num_workers=0, use_cpu=resolve_device().type == "cpu")
 
 
 def on_policy_trainer(method: str, student: str | Path, teacher: str | Path, problems: list[Problem], noise: NoisyTeacher,

@@ -1,4 +1,5 @@
-"""The statements of docs/theory.md as code: bounds (right-hand sides), exact identities, sympy forms."""
+"""The statements of docs/theory.md as code: bounds (right-hand sides), exact identities, sympy forms,
+and the names of paper 1's three paradigms (:data:`PARADIGMS`), which every trainer of the package takes."""
 
 from shiftbounds.theory.bounds import (
     compounding,
@@ -17,7 +18,12 @@ from shiftbounds.theory.identities import (
     static_bias,
 )
 
+PARADIGMS = ("static", "interactive", "calibrated")
+"""Static Context RL (logged contexts), Interactive RL (a prompted simulator), Calibrated Interactive RL
+(a simulator fitted to the logs): the one spelling of the paradigms on every path."""
+
 __all__ = [
+    "PARADIGMS",
     "Identity",
     "compounding",
     "corollary1_rhs",

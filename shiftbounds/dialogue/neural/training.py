@@ -49,9 +49,9 @@ from shiftbounds.losses import (
 )
 from shiftbounds.nn.generate import multinomial
 from shiftbounds.nn.transformer import Transformer, TransformerConfig
+from shiftbounds.theory import PARADIGMS
 from shiftbounds.utils.io import atomic_torch_save
 
-PARADIGMS = ("static", "interactive", "calibrated")
 STATIC_REWARDS = ("myopic", "one_step", "awr")
 ADVANTAGES = ("return", "togo")
 
