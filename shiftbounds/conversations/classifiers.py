@@ -14,6 +14,8 @@ import torch
 import torch.nn as nn
 from transformers import PreTrainedTokenizerBase
 
+from shiftbounds.nn.fit import fit
+
 
 @dataclass(frozen=True)
 class SpanBatch:
@@ -70,24 +72,6 @@ class RewardModel(nn.Module):
         return self.head(h[torch.arange(h.shape[0]), last].float())[:, 0]
 
 
-def fit(model: nn.Module, loss_fn, batches, lr: float, progress=None) -> list[float]:
-    """Plain AdamW over an iterable of batches; ``loss_fn(model, batch) -> loss``. Returns the losses."""
-    opt = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=lr, weight_decay=0.0)
-    losses = []
-    model.train()
-    for step, batch in enumerate(batches):
-        loss = loss_fn(model, batch)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step()
-        losses.append(loss.item())
-        if progress:
-            progress(step, losses[-1])
-    model.eval()
-    return losses
-
-
 def classifier_batch(tokenizer: PreTrainedTokenizerBase, examples: list[tuple[str, str, float]], max_len: int, device: torch.device | str) -> tuple[SpanBatch, torch.Tensor]:
     """A batch of ``(context, text, label)`` for a :class:`RewardModel`-style classifier."""
     b = make_batch(tokenizer, [(c, t) for c, t, _ in examples], max_len).to(device)
@@ -107,7 +91,7 @@ def fit_classifier(model: RewardModel, tokenizer, train: list[tuple[str, str, fl
         raise ValueError("a classifier needs at least one training example")
     batches = (classifier_batch(tokenizer, [train[j] for j in rng.integers(len(train), size=batch)], max_len, device)
                for _ in range(steps))
-    return fit(model, classifier_loss, batches, lr)
+    return fit(model, classifier_loss, batches, lr, clip=1.0)
 
 
 @torch.no_grad()

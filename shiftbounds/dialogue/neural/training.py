@@ -47,6 +47,7 @@ from shiftbounds.losses import (
     policy_gradient_loss,
     returns_to_go,
 )
+from shiftbounds.nn.fit import fit
 from shiftbounds.nn.generate import multinomial
 from shiftbounds.nn.transformer import Transformer, TransformerConfig
 from shiftbounds.theory import PARADIGMS
@@ -102,23 +103,17 @@ def sft(vocab: Vocab, net: Transformer, data: dict, side: str, cfg: SFTConfig, g
     """
     if side not in ("agent", "user"):
         raise ValueError(f"side must be 'agent' or 'user'; got {side!r}")
-    net = copy.deepcopy(net).train()
-    opt = torch.optim.AdamW(net.parameters(), lr=cfg.lr, weight_decay=0.0)
-    n = data["goals"].shape[0]
-    for step, idx in enumerate(_batches(n, cfg.batch, cfg.steps, generator, _device(net))):
+    net = copy.deepcopy(net)
+
+    def batch_loss(net: Transformer, idx: torch.Tensor) -> torch.Tensor:
         mask = data["turn_mask"][idx]
         if side == "agent":
-            logits = agent_turn_logits(vocab, net, data["agent_view"][idx])
-            loss = nll(logits, data["actions"][idx].clamp_min(0), mask)
-        else:
-            logits = user_turn_logits(vocab, net, data["user_view"][idx], data["actions"][idx])
-            loss = nll(logits, data["acts"][idx].clamp_min(0), mask)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if progress:
-            progress(step, loss.item())
-    return net.eval()
+            return nll(agent_turn_logits(vocab, net, data["agent_view"][idx]), data["actions"][idx].clamp_min(0), mask)
+        logits = user_turn_logits(vocab, net, data["user_view"][idx], data["actions"][idx])
+        return nll(logits, data["acts"][idx].clamp_min(0), mask)
+
+    fit(net, batch_loss, _batches(data["goals"].shape[0], cfg.batch, cfg.steps, generator, _device(net)), cfg.lr, progress=progress)
+    return net
 
 
 @torch.no_grad()
@@ -160,22 +155,17 @@ def train_discriminator(vocab: Vocab, disc: Transformer, sim, data: dict, cfg: S
                         generator: torch.Generator, progress: Callable | None = None) -> Transformer:
     """Classifier of real (label 1) versus simulated (label 0) user turns given goal and history,
     trained from the freshly built ``disc`` (:meth:`ModelConfig.build` with ``n_classes=2``)."""
-    disc = copy.deepcopy(disc).train()
-    opt = torch.optim.AdamW(disc.parameters(), lr=cfg.lr, weight_decay=0.0)
-    n = data["goals"].shape[0]
-    for step, idx in enumerate(_batches(n, cfg.batch, cfg.steps, generator, _device(disc))):
+    disc = copy.deepcopy(disc)
+
+    def batch_loss(disc: Transformer, idx: torch.Tensor) -> torch.Tensor:
         sub = {k: v[idx] for k, v in data.items()}
         fake, turn = _fake_views(vocab, sim, sub, generator)
         views = torch.cat([sub["user_view"], fake])
-        turns = torch.cat([turn, turn])
         labels = torch.cat([torch.ones(len(idx)), torch.zeros(len(idx))]).to(views.device)
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(_disc_logits(disc, views, turns), labels)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if progress:
-            progress(step, loss.item())
-    return disc.eval()
+        return torch.nn.functional.binary_cross_entropy_with_logits(_disc_logits(disc, views, torch.cat([turn, turn])), labels)
+
+    fit(disc, batch_loss, _batches(data["goals"].shape[0], cfg.batch, cfg.steps, generator, _device(disc)), cfg.lr, progress=progress)
+    return disc
 
 
 @torch.no_grad()
@@ -192,10 +182,8 @@ def realism_finetune(vocab: Vocab, sim: Transformer, disc: Transformer, data: di
     """Second calibration stage: REINFORCE on the simulator's own turns at logged histories with the
     discriminator's log-odds of "real" as reward, plus an exact KL penalty to the SFT simulator."""
     ref = sim
-    sim = copy.deepcopy(sim).train()
-    opt = torch.optim.AdamW(sim.parameters(), lr=cfg.lr, weight_decay=0.0)
-    n = data["goals"].shape[0]
-    for step, idx in enumerate(_batches(n, cfg.batch, cfg.steps, generator, _device(sim))):
+
+    def batch_loss(sim: Transformer, idx: torch.Tensor) -> torch.Tensor:
         sub = {k: v[idx] for k, v in data.items()}
         logits = user_turn_logits(vocab, sim, sub["user_view"], sub["actions"])
         with torch.no_grad():
@@ -206,14 +194,12 @@ def realism_finetune(vocab: Vocab, sim: Transformer, disc: Transformer, data: di
         logp = log_probs(logits)
         rows = torch.arange(len(idx), device=idx.device)
         taken = fake[rows, 3 + 2 * turn] - vocab.user_offset
-        loss = policy_gradient_loss(logp[rows, turn, taken], reward - reward.mean(), None, kl_coef,
-                                    dist=logp, ref_dist=ref_logp, kl_mask=sub["turn_mask"])
-        opt.zero_grad()
-        loss.total.backward()
-        opt.step()
-        if progress:
-            progress(step, loss.total.item())
-    return sim.eval()
+        return policy_gradient_loss(logp[rows, turn, taken], reward - reward.mean(), None, kl_coef,
+                                    dist=logp, ref_dist=ref_logp, kl_mask=sub["turn_mask"]).total
+
+    sim = copy.deepcopy(ref)
+    fit(sim, batch_loss, _batches(data["goals"].shape[0], cfg.batch, cfg.steps, generator, _device(sim)), cfg.lr, progress=progress)
+    return sim
 
 
 # ----------------------------------------------------------------------------- agent RL
