@@ -80,8 +80,8 @@ from shiftbounds.utils.memory import format_estimate
 # of openings; GRPO as development configuration H (chosen on seeds 100-101 and calibration goals); Calibrated
 # Interactive RL against the SFT agent on six fresh seeds, the fewest at which the exact sign-flip test can fall
 # below 0.05 (79 min on 2 cores; the other arms: --arms, or the paper preset); the cpu preset until 2026-12-06
-TRAIN_SPLIT = {"user_temperature": 0.0, "arms": ("calibrated",), "seeds": tuple(range(6)), "rl_steps": 100, "rl_batch": 32,
-               "rl_lr": 3e-5, "credit_weight": 0.5, "rl_temperature": 0.7, "curve_every": 10}
+TRAIN_SPLIT = {"user_temperature": 0.0, "arms": ("calibrated",), "seeds": tuple(range(6)), "rl.steps": 100, "rl.batch": 32,
+               "rl.lr": 3e-5, "rl.credit_weight": 0.5, "rl.temperature": 0.7, "curve_every": 10}
 # confirmatory run S (docs/results.md): that configuration with the arm that opens with a logged request, trained on
 # the calibration split's requests, every held-out goal, ten fresh seeds, with the sft_plus_calibration baseline
 # (96 min on 2 cores); confirmatory run T is this preset with --seeds 26,...,37
@@ -89,8 +89,8 @@ CPU = {**TRAIN_SPLIT, "arms": ("calibrated_opening",), "rl_split": "calibration"
 
 PRESETS = {
     "smoke": {"n_dialogues": 40, "n_tm3": 40, "vocab_size": 400, "d_model": 32, "n_layer": 1, "max_len": 256,
-              "pretrain_steps": 3, "sft_steps": 3, "user_steps": 2, "batch": 4, "rl_steps": 1, "rl_batch": 4,
-              "num_generations": 2, "turns": 2, "max_new": 12, "user_new": 8, "n_eval": 4, "seeds": (0, 1), "n_probe": 6,
+              "pretrain_steps": 3, "sft_steps": 3, "user_steps": 2, "batch": 4, "rl.steps": 1, "rl.batch": 4,
+              "rl.num_generations": 2, "rl.max_turns": 2, "rl.max_new_tokens": 12, "user_new": 8, "n_eval": 4, "seeds": (0, 1), "n_probe": 6,
               "n_disc": 8, "classifier_steps": 2, "independent_vocab_size": 400, "independent_d_model": 32,
               "independent_n_layer": 1, "independent_pretrain_steps": 2, "curve_every": 1,
               "curve_users": ("held-out user model",)},
@@ -111,9 +111,9 @@ PRESETS = {
     # Context RL on the logged contexts; GRPO with LoRA adapters (rank 16); twelve seeds; a development configuration
     # until its RL settings are chosen on seeds 100-101 and calibration goals (docs/llm.md)
     "gpu": {"base_model": str(cache_home() / SMOLLM2.name), "arms": ("static", "interactive_prompted", "calibrated"),
-            "persona": CUSTOMER_PERSONA, "user_temperature": 0.0, "lora_rank": 16, "max_len": 1024, "sft_steps": 600,
-            "user_steps": 300, "sft_lr": 3e-5, "batch": 8, "rl_steps": 100, "rl_batch": 32, "rl_lr": 2e-5, "credit_weight": 0.5,
-            "rl_temperature": 0.7, "turns": 2, "max_new": 192, "user_new": 48, "n_eval": 552, "seeds": tuple(range(12)),
+            "persona": CUSTOMER_PERSONA, "user_temperature": 0.0, "rl.lora_rank": 16, "max_len": 1024, "sft_steps": 600,
+            "user_steps": 300, "sft_lr": 3e-5, "batch": 8, "rl.steps": 100, "rl.batch": 32, "rl.lr": 2e-5, "rl.credit_weight": 0.5,
+            "rl.temperature": 0.7, "rl.max_turns": 2, "rl.max_new_tokens": 192, "user_new": 48, "n_eval": 552, "seeds": tuple(range(12)),
             "curve_every": 10},
 }
 

@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from shiftbounds.losses import METHODS, distillation_loss, gather_tokens, log_probs, method_divergence, nll, noised_log_probs
+from shiftbounds.nn.fit import fit
 from shiftbounds.nn.generate import generate, multinomial, sample_tokens
 from shiftbounds.nn.transformer import Transformer, TransformerConfig
 
@@ -148,22 +149,18 @@ def train_teacher(task: ModAddTask, cfg: TeacherConfig, generator: torch.Generat
                   device: str | torch.device = "cpu") -> Transformer:
     """Train the clean, consistently continuing teacher from scratch."""
     model = Transformer(task.model_config(cfg.d_model, cfg.n_layer)).to(device)
-    opt = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=0.0)
-    for step in range(cfg.steps):
+
+    def batch_loss(model: Transformer, _step: int) -> torch.Tensor:
         prompts = sample_prompts(task, cfg.batch, generator)
         chain = running_sums(task, prompts)
         noise = torch.randint(task.p, chain.shape, generator=generator)
         flip = torch.rand(chain.shape, generator=generator) < cfg.corrupt
         seqs = with_chain(task, prompts, torch.where(flip, noise, chain)).to(device)
-        for g in opt.param_groups:
-            g["lr"] = learning_rate(step, cfg.steps, cfg.lr, warmup=100, decay=True)
-        loss = nll(chain_logits(task, model, seqs), consistent_targets(task, seqs))
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        if progress is not None:
-            progress(step, loss.item())
-    return model.eval()
+        return nll(chain_logits(task, model, seqs), consistent_targets(task, seqs))
+
+    fit(model, batch_loss, range(cfg.steps), cfg.lr, progress=progress,
+        lr_at=lambda step: learning_rate(step, cfg.steps, cfg.lr, warmup=100, decay=True))
+    return model
 
 
 @torch.no_grad()
@@ -343,25 +340,13 @@ def train_student(task: ModAddTask, cfg: StudentConfig, teacher: Transformer, ge
         student = Transformer(task.model_config(cfg.d_model, cfg.n_layer)).to(device)
     else:
         student = copy.deepcopy(init).to(device).train()
-    opt = torch.optim.AdamW(student.parameters(), lr=cfg.lr, weight_decay=0.0)
-    if after_step is not None:
-        after_step(0, student)
-        student.train()
-    for step in range(cfg.steps):
-        for g in opt.param_groups:
-            g["lr"] = learning_rate(step, cfg.steps, cfg.lr, warmup=50, decay=cfg.lr_decay)
-        prompts = sample_prompts(task, cfg.batch, generator, device)
-        loss = student_step_loss(task, cfg, student, teacher, prompts, generator)
-        opt.zero_grad()
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(student.parameters(), 1.0)
-        opt.step()
-        if progress is not None:
-            progress(step, loss.item())
-        if after_step is not None:
-            after_step(step + 1, student)
-            student.train()
-    return student.eval()
+
+    def batch_loss(model: Transformer, _step: int) -> torch.Tensor:
+        return student_step_loss(task, cfg, model, teacher, sample_prompts(task, cfg.batch, generator, device), generator)
+
+    fit(student, batch_loss, range(cfg.steps), cfg.lr, clip=1.0, progress=progress, after_step=after_step,
+        lr_at=lambda step: learning_rate(step, cfg.steps, cfg.lr, warmup=50, decay=cfg.lr_decay))
+    return student
 
 
 def warm_start(task: ModAddTask, cfg: StudentConfig, teacher: Transformer, steps: int, generator: torch.Generator,

@@ -35,7 +35,7 @@ from shiftbounds.figures.text import (
     plot_training_curves,
 )
 from shiftbounds.utils.cli import load_config_file
-from shiftbounds.utils.configs import earlier_values
+from shiftbounds.utils.configs import build, earlier_values
 from shiftbounds.utils.io import atomic_write_text, guard_resume, read_json, write_csv, write_json
 from shiftbounds.utils.progress import Progress
 from shiftbounds.utils.stages import StageCache
@@ -123,7 +123,7 @@ def retabulate(out: Path) -> dict:
     old = read_json(out / "results.json")
     saved = load_config_file(out / "config.json", RealDialogueConfig)  # the run's own settings, lists as tuples
     saved = {**earlier_values(RealDialogueConfig), **saved}
-    cfg = RealDialogueConfig(**{**saved, "out_dir": str(out)})
+    cfg = build(RealDialogueConfig, {**saved, "out_dir": str(out)})
     runs: dict = {}
     for r in old["runs"]:
         runs.setdefault((r["arm"], r["seed"]), {"arm": r["arm"], "seed": r["seed"]})[r["user"]] = {"mean": r["success"], "n": r["n"]}

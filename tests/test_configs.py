@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from experiments import full_pipeline, modadd
+from shiftbounds.conversations.taskmaster_run import RealDialogueConfig
 from shiftbounds.dialogue.neural.pipeline import PipelineConfig
 from shiftbounds.dialogue.neural.training import RLConfig
 from shiftbounds.utils.cli import load_config_file, parse_config
@@ -62,20 +63,22 @@ def test_bad_component_values_name_the_option(tmp_path, capsys):
         load_config_file(bad, PipelineConfig)
 
 
-def test_every_shipped_main_job_config_loads_and_keeps_its_layout():
-    """Each shipped ``config.json`` of the main job loads, and the config it builds is written back
-    as the same keys in the same order with the same values (the settings added since at their
-    earlier values, :func:`earlier_values`)."""
+@pytest.mark.parametrize(("cls", "pattern", "least"), [(PipelineConfig, "**/config.json", 5),
+                                                     (RealDialogueConfig, "real_dialogue/*/config.json", 10)])
+def test_every_shipped_config_loads_and_keeps_its_layout(cls, pattern, least):
+    """Each shipped ``config.json`` of the main job and of the real-dialogue study loads, and the
+    config it builds writes back its keys in the same order with the same values (settings added
+    since, at their earlier values, :func:`earlier_values`, come on top)."""
     checked = 0
-    for path in sorted((ROOT / "results").glob("**/config.json")):
+    for path in sorted((ROOT / "results").glob(pattern)):
         saved = json.loads(path.read_text()).get("config", {})
-        if "kl_coef" not in saved or "n_curve" not in saved:
+        if cls is PipelineConfig and ("kl_coef" not in saved or "n_curve" not in saved):
             continue
-        written = json.loads(json.dumps(flat_dict(build(PipelineConfig, load_config_file(path, PipelineConfig)))))
+        written = json.loads(json.dumps(flat_dict(build(cls, {**earlier_values(cls), **load_config_file(path, cls)}))))
         assert [k for k in written if k in saved] == list(saved), path
-        assert written == {k: {**earlier_values(PipelineConfig), **saved}[k] for k in written}, path
+        assert {k: written[k] for k in saved} == saved, path
         checked += 1
-    assert checked >= 5
+    assert checked >= least
 
 
 def test_flat_dict_is_asdict_without_components():

@@ -28,7 +28,7 @@ from shiftbounds.conversations.taskmaster import (
     split_by_dialogue,
 )
 from shiftbounds.distill.gsm8k import METHODS, NoisyTeacher, extract_final, load_gsm8k, on_policy_loss
-from shiftbounds.utils.configs import earlier_values
+from shiftbounds.utils.configs import build, earlier_values, flat_dict
 from shiftbounds.utils.device import resolve_device
 from shiftbounds.utils.stages import StageCache
 from shiftbounds.utils.stats import roc_auc
@@ -230,7 +230,7 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     saved = json.loads((stages / "eval_calibrated_seed1.json").read_text())
     (stages / "eval_calibrated_seed1.json").unlink()
     timed = json.loads((tmp_path / "r" / "timings.json").read_text())["seconds_per_stage_computed"]
-    assert len(timed) == len(taskmaster_run.stage_needs(taskmaster_run.RealDialogueConfig(**real_dialogue.PRESETS["smoke"])))
+    assert len(timed) == len(taskmaster_run.stage_needs(build(taskmaster_run.RealDialogueConfig, real_dialogue.PRESETS["smoke"])))
     again = real_dialogue.main(["--preset", "smoke", "--out-dir", str(tmp_path / "r")])
     assert json.loads((stages / "eval_calibrated_seed1.json").read_text()) == saved
     timings = json.loads((tmp_path / "r" / "timings.json").read_text())
@@ -307,10 +307,10 @@ def test_real_dialogue_smoke_entry_point(tmp_path):
     from shiftbounds.conversations import taskmaster_study as study
     from shiftbounds.utils.stages import StageCache
 
-    greedy = taskmaster_run.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "user_temperature": 0.0})
+    greedy = build(taskmaster_run.RealDialogueConfig, {**real_dialogue.PRESETS["smoke"], "user_temperature": 0.0})
     runner = taskmaster_run.Stages(greedy, StageCache(stages))
     a, b = (study.evaluate(runner.folder("agent_sft"), runner.users, [*study.EVAL_USERS, "calibrated"], runner.goals, seed=s,
-                           turns=greedy.turns, max_new=greedy.max_new, temperature=0.0) for s in (0, 7))
+                           turns=greedy.rl.max_turns, max_new=greedy.rl.max_new_tokens, temperature=0.0) for s in (0, 7))
     assert a == b
     # saved stages are never mixed with other settings
     with pytest.raises(SystemExit, match=r"error: .*\(sft_steps: saved 3, now 5\)"):
@@ -379,7 +379,7 @@ def test_real_dialogue_stage_needs_order_each_stage_after_what_it_needs():
     evaluation needs that agent."""
     from experiments import real_dialogue
 
-    cfg = taskmaster_run.RealDialogueConfig(**real_dialogue.PRESETS["smoke"])
+    cfg = build(taskmaster_run.RealDialogueConfig, real_dialogue.PRESETS["smoke"])
     needs = taskmaster_run.stage_needs(cfg)
     keys = list(needs)
     assert all(keys.index(n) < keys.index(k) for k, ns in needs.items() for n in ns)
@@ -397,7 +397,7 @@ def test_real_dialogue_copies_the_sft_agents_seed_free_evaluations_from_the_firs
     from experiments import real_dialogue
 
     arms = ("interactive_rule", "calibrated", "calibrated_half_opening")
-    cfg = taskmaster_run.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "user_temperature": 0.0, "arms": arms,
+    cfg = build(taskmaster_run.RealDialogueConfig, {**real_dialogue.PRESETS["smoke"], "user_temperature": 0.0, "arms": arms,
                                               "seeds": (3, 1, 2), "out_dir": str(tmp_path)})
     needs = taskmaster_run.stage_needs(cfg)
     copied = {k: n[-1] for k, n in needs.items() if k[0] in ("eval", "eval_vs") and n[-1][0] in ("eval", "eval_vs")}
@@ -426,8 +426,8 @@ def test_real_dialogue_paper_preset_is_the_train_split_configuration_with_a_fami
 
     from experiments import real_dialogue
 
-    train = taskmaster_run.RealDialogueConfig(**real_dialogue.PRESETS["train_split"])
-    paper = taskmaster_run.RealDialogueConfig(**real_dialogue.PRESETS["paper"])
+    train = build(taskmaster_run.RealDialogueConfig, real_dialogue.PRESETS["train_split"])
+    paper = build(taskmaster_run.RealDialogueConfig, real_dialogue.PRESETS["paper"])
     assert replace(paper, arms=train.arms, seeds=train.seeds) == train and paper.arms != train.arms
     assert set(taskmaster_report.comparisons(paper.arms)) == {(a, "sft") for a in paper.arms} | {
         ("calibrated", "static"), ("calibrated", "interactive_prompted")}
@@ -446,8 +446,8 @@ def test_real_dialogue_paper_requests_preset_is_run_t_with_the_other_paradigms()
 
     from experiments import real_dialogue
 
-    cpu = taskmaster_run.RealDialogueConfig(**real_dialogue.PRESETS["cpu"])
-    u = taskmaster_run.RealDialogueConfig(**real_dialogue.PRESETS["paper_requests"])
+    cpu = build(taskmaster_run.RealDialogueConfig, real_dialogue.PRESETS["cpu"])
+    u = build(taskmaster_run.RealDialogueConfig, real_dialogue.PRESETS["paper_requests"])
     assert replace(u, arms=cpu.arms, seeds=cpu.seeds) == cpu
     assert "calibrated_opening" in u.arms and u.seeds == tuple(range(26, 38))
     pairs = taskmaster_report.comparisons(u.arms, taskmaster_run.baselines(u))
@@ -502,17 +502,17 @@ def test_real_dialogue_rl_split_trains_on_calibration_dialogues_outside_the_eval
     from experiments import real_dialogue
 
     train, calib = [f"t{i}" for i in range(5)], [f"c{i}" for i in range(6)]
-    cfg = taskmaster_run.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "n_eval": 4})
+    cfg = build(taskmaster_run.RealDialogueConfig, {**real_dialogue.PRESETS["smoke"], "n_eval": 4})
     assert taskmaster_run.rl_dialogues(cfg, train, calib) == train
-    on_calib = taskmaster_run.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "n_eval": 4, "rl_split": "calibration"})
+    on_calib = build(taskmaster_run.RealDialogueConfig, {**real_dialogue.PRESETS["smoke"], "n_eval": 4, "rl_split": "calibration"})
     assert taskmaster_run.rl_dialogues(on_calib, train, calib) == calib
-    dev = taskmaster_run.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "n_eval": 4, "rl_split": "calibration",
+    dev = build(taskmaster_run.RealDialogueConfig, {**real_dialogue.PRESETS["smoke"], "n_eval": 4, "rl_split": "calibration",
                                               "eval_split": "calibration"})
     assert taskmaster_run.rl_dialogues(dev, train, calib) == ["c4", "c5"]
     with pytest.raises(ValueError, match="needs --n-eval below the split's 6 dialogues; got 6"):
-        taskmaster_run.rl_dialogues(taskmaster_run.RealDialogueConfig(**{**vars(dev), "n_eval": 6}), train, calib)
+        taskmaster_run.rl_dialogues(build(taskmaster_run.RealDialogueConfig, {**flat_dict(dev), "n_eval": 6}), train, calib)
     with pytest.raises(ValueError, match="--rl-split must be train or calibration; got 'held-out'"):
-        taskmaster_run.RealDialogueConfig(**{**real_dialogue.PRESETS["smoke"], "rl_split": "held-out"})
+        build(taskmaster_run.RealDialogueConfig, {**real_dialogue.PRESETS["smoke"], "rl_split": "held-out"})
     # the baseline that imitates the same logs: its own SFT stage, evaluated once and copied to the later seeds,
     # and every arm compared against it beside the SFT agent; none without --rl-split calibration
     needs = taskmaster_run.stage_needs(replace(on_calib, user_temperature=0.0))  # greedy: the same dialogues at every seed
@@ -550,6 +550,6 @@ def test_real_dialogue_presets_are_their_shipped_runs(preset):
 
     saved = json.loads((Path(__file__).parents[1] / f"results/real_dialogue/{preset}/config.json").read_text())["config"]
     saved = {**earlier_values(taskmaster_run.RealDialogueConfig), **saved}  # settings added after the run, at the values it was made with
-    preset_cfg = json.loads(json.dumps(vars(taskmaster_run.RealDialogueConfig(**real_dialogue.PRESETS[preset]))))
+    preset_cfg = json.loads(json.dumps(flat_dict(build(taskmaster_run.RealDialogueConfig, real_dialogue.PRESETS[preset]))))
     assert {k: v for k, v in preset_cfg.items() if k not in ("out_dir", "workers")} == {
         k: v for k, v in saved.items() if k not in ("out_dir", "workers")}

@@ -23,7 +23,7 @@ import os
 import tempfile
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -59,44 +59,30 @@ SYSTEM = "You are a helpful assistant."
 
 @dataclass(frozen=True)
 class ParadigmConfig:
-    """One GRPO configuration for every paradigm.
+    """One GRPO configuration for every paradigm (each field's help says what it is).
 
-    Attributes:
-        steps: optimiser steps.
-        batch: completions (dialogues) per device per step; a multiple of ``num_generations``.
-        num_generations: rollouts per prompt (the group whose mean reward is the baseline).
-        lr: learning rate.
-        beta: weight of the KL to the starting agent (``> 0`` makes TRL load a reference model).
-        max_turns: agent turns per dialogue (interactive paradigms).
-        max_new_tokens: tokens per agent turn (every paradigm).
-        temperature: sampling temperature of the agent.
-        credit_weight: weight of the partial-credit reward beside the judge's (weight 1); ``> 0`` needs
-            a ``credit`` judge. The judge's own reward per step is logged apart (``success``).
-        system: the agent's system prompt (it never contains the goal); ``None`` (the default): the
-            one the starting agent was trained with (its ``shiftbounds.json``), else :data:`SYSTEM`.
-        user_first: the simulator opens every dialogue (interactive paradigms).
-        seed: the trainer's seed and the rollouts' root seed.
-        lora_rank: 0 (the default): full fine-tuning; ``r > 0``: low-rank adapters of rank ``r`` on
-            every linear layer (LoRA via ``peft``, the ``lora`` extra), merged into the saved agent,
-            so the saved folder is an ordinary model (and the reference, with ``beta > 0``, is the
-            starting agent with the adapters off, as TRL does).
-        reporting: ``report_to`` and checkpointing passed to ``GRPOConfig``
-            (:class:`~shiftbounds.conversations.calibration.Reporting`).
+    ``system``: the agent's system prompt (it never contains the goal); ``None`` (the default): the one
+    the starting agent was trained with (its ``shiftbounds.json``), else :data:`SYSTEM`. With
+    ``lora_rank`` > 0 the adapters are merged into the saved agent, so the saved folder is an ordinary
+    model (and the reference, with ``beta > 0``, is the starting agent with the adapters off, as TRL
+    does). ``credit_weight > 0`` needs a ``credit`` judge; the judge's own reward per step is logged
+    apart (``success``). ``reporting``: ``report_to`` and checkpointing passed to ``GRPOConfig``
+    (:class:`~shiftbounds.conversations.calibration.Reporting`).
     """
 
-    steps: int = 50
-    batch: int = 8
-    num_generations: int = 4
-    lr: float = 1e-5
-    beta: float = 0.0
-    max_turns: int = 4
-    max_new_tokens: int = 64
-    temperature: float = 1.0
-    credit_weight: float = 0.0
+    steps: int = field(default=50, metadata={"help": "GRPO steps"})
+    batch: int = field(default=8, metadata={"help": "dialogues per device per GRPO step (a multiple of num_generations)"})
+    num_generations: int = field(default=4, metadata={"help": "dialogues per goal (the group whose mean reward is the baseline)"})
+    lr: float = field(default=1e-5, metadata={"help": "GRPO learning rate"})
+    beta: float = field(default=0.0, metadata={"help": "KL weight to the starting agent (> 0 loads a reference model)"})
+    max_turns: int = field(default=4, metadata={"help": "agent turns per dialogue (interactive paradigms; evaluation too)"})
+    max_new_tokens: int = field(default=64, metadata={"help": "tokens per agent turn"})
+    temperature: float = field(default=1.0, metadata={"help": "agent temperature in GRPO rollouts"})
+    credit_weight: float = field(default=0.0, metadata={"help": "weight of the partial-credit reward beside goal success (weight 1)"})
     system: str | None = None
     user_first: bool = False
     seed: int = 0
-    lora_rank: int = 0
+    lora_rank: int = field(default=0, metadata={"help": "LoRA adapters of this rank (peft, merged into the saved agent); 0: full fine-tuning"})
     reporting: Reporting = Reporting()
 
     def __post_init__(self) -> None:

@@ -5,12 +5,13 @@ paired differences with Holm inside each family, training trends) and its report
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 
 import numpy as np
 
 from shiftbounds.conversations.taskmaster_run import CHECKPOINT_CURVE, RealDialogueConfig, baselines, fixed_agents
 from shiftbounds.conversations.taskmaster_study import ARMS, EVAL_USERS
+from shiftbounds.utils.configs import flat_dict
 from shiftbounds.utils.io import markdown_table
 from shiftbounds.utils.stats import holm_verdicts, mean_ci, paired_difference, paired_trend, trend
 
@@ -131,7 +132,7 @@ def summarise(cfg: RealDialogueConfig, runs: list[dict], measures: dict, trainin
             for r in runs for u, v in r.items() if isinstance(v, dict) and "mean" in v]  # an evaluation, not the checkpoint curve
     if training is None:
         training, curves, checkpoints = training_trends(runs)
-    return {"config": asdict(replace(cfg, workers=0)), "evaluation_users": users, "table": success_table(cfg, by, arms, users),
+    return {"config": flat_dict(replace(cfg, workers=0)), "evaluation_users": users, "table": success_table(cfg, by, arms, users),
             "paired": paired_family(cfg, by, users), "runs": flat, "training": training, "training_curves": curves or {},
             "checkpoint_curves": checkpoints or {}, "training_signal": signal_rows(cfg.arms, training), **measures,
             "note": "The evaluation users are models of people, not people: a user model trained on the held-out split "

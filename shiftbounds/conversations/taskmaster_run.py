@@ -24,6 +24,7 @@ from shiftbounds.conversations.tasks import (
     load_taskmaster,
     taskmaster4_judge,
 )
+from shiftbounds.utils.configs import component
 from shiftbounds.utils.memory import Stage, estimate, model_shape
 from shiftbounds.utils.seeding import numpy_rng, trainer_seed
 from shiftbounds.utils.stages import StageCache
@@ -57,18 +58,15 @@ class RealDialogueConfig:
     batch: int = field(default=16, metadata={"help": "sequences per pretraining / SFT step"})
     lr: float = field(default=2e-3, metadata={"help": "pretraining learning rate"})
     sft_lr: float = field(default=5e-4, metadata={"help": "SFT learning rate (agent and user models)"})
-    rl_steps: int = field(default=40, metadata={"help": "GRPO steps per arm and seed"})
-    rl_batch: int = field(default=8, metadata={"help": "dialogues per GRPO step"})
-    num_generations: int = field(default=4, metadata={"help": "dialogues per goal (the group baseline)"})
-    rl_lr: float = field(default=1e-4, metadata={"help": "GRPO learning rate"})
-    beta: float = field(default=0.0, metadata={"help": "KL weight to the SFT agent (> 0 loads a reference model)"})
-    lora_rank: int = field(default=0, metadata={"earlier": 0, "help": "GRPO with LoRA adapters of this rank (peft, merged into the saved agent); 0: full fine-tuning"})
+    rl: ParadigmConfig = component(
+        ParadigmConfig(steps=40, batch=8, num_generations=4, lr=1e-4, max_turns=2, max_new_tokens=192, system=SYSTEM, user_first=True),
+        "GRPO, one configuration for every arm (its seed is the arm's; Taskmaster-4 dialogues: the order turn, then the "
+        "goodbye; an order turn with its API calls takes 120 tokens at the median, 165 at the 90th percentile)",
+        flat={"steps": "rl_steps", "batch": "rl_batch", "num_generations": "num_generations", "lr": "rl_lr", "beta": "beta",
+              "lora_rank": "lora_rank", "credit_weight": "credit_weight", "temperature": "rl_temperature", "max_turns": "turns",
+              "max_new_tokens": "max_new"},
+        earlier={"lora_rank": 0}, interleave={"lora_rank": "persona"})
     persona: str = field(default="", metadata={"earlier": "", "help": "the prompted user's persona, with {goal} (empty: the package's default)"})
-    credit_weight: float = field(default=0.0, metadata={"help": "weight of the partial-credit reward (items, quantities, options "
-                                                                "right) beside goal success (weight 1)"})
-    rl_temperature: float = field(default=1.0, metadata={"help": "agent temperature in GRPO rollouts"})
-    turns: int = field(default=2, metadata={"help": "agent turns per dialogue (Taskmaster-4: the order, then the goodbye)"})
-    max_new: int = field(default=192, metadata={"help": "tokens per agent turn (an order turn with its API calls: 120 median, 165 at the 90th percentile)"})
     user_new: int = field(default=48, metadata={"help": "tokens per simulated user turn"})
     user_temperature: float = field(default=1.0, metadata={"help": "sampling temperature of the LM user models (0: greedy)"})
     sim_temperature: float | None = field(default=None, metadata={"help": "sampling temperature of the LM training simulators in "
@@ -114,9 +112,9 @@ class RealDialogueConfig:
         if self.base_model and not (Path(self.base_model) / "config.json").is_file():
             raise ValueError(f"--base-model must be a local model folder (with config.json); got {self.base_model!r} "
                              "(SmolLM2-135M-Instruct: `shiftbounds base-model` prints where it put it)")
-        if self.lora_rank < 0 or (self.persona and "{goal}" not in self.persona):
-            raise ValueError(f"need --lora-rank >= 0 and a --persona containing {{goal}}; got {self.lora_rank}, {self.persona!r}")
-        for k in ("pretrain_steps", "sft_steps", "user_steps", "batch", "rl_steps", "turns", "max_new", "user_new", "n_eval",
+        if self.persona and "{goal}" not in self.persona:
+            raise ValueError(f"--persona must contain {{goal}}; got {self.persona!r}")
+        for k in ("pretrain_steps", "sft_steps", "user_steps", "batch", "user_new", "n_eval",
                   "n_probe", "n_disc", "classifier_steps", "d_model", "n_layer"):
             if getattr(self, k) < 1:
                 raise ValueError(f"--{k.replace('_', '-')} must be >= 1; got {getattr(self, k)}")
@@ -149,7 +147,6 @@ class RealDialogueConfig:
         unknown = [a for a in self.arms if a not in ARMS]
         if unknown or len(set(self.arms)) != len(self.arms):
             raise ValueError(f"--arms must be distinct names among {', '.join(ARMS)}; got {','.join(self.arms)}")
-        self.paradigm_config(0)  # its own checks, named
 
     @property
     def greedy_evaluation(self) -> bool:
@@ -159,10 +156,7 @@ class RealDialogueConfig:
 
     def paradigm_config(self, seed: int) -> ParadigmConfig:
         """The one GRPO configuration of every arm, at ``seed``."""
-        return ParadigmConfig(steps=self.rl_steps, batch=self.rl_batch, num_generations=self.num_generations, lr=self.rl_lr,
-                              beta=self.beta, credit_weight=self.credit_weight, temperature=self.rl_temperature,
-                              max_turns=self.turns, max_new_tokens=self.max_new, system=SYSTEM, user_first=True, seed=seed,
-                              lora_rank=self.lora_rank)
+        return replace(self.rl, seed=seed)
 
 
 def memory_estimate(cfg: RealDialogueConfig) -> dict:
@@ -171,14 +165,14 @@ def memory_estimate(cfg: RealDialogueConfig) -> dict:
     one model; GRPO holds the policy, its reference when ``--beta`` > 0, and the LM simulators."""
     m = model_shape(cfg.base_model or GPT2Config(vocab_size=cfg.vocab_size + 8, n_positions=max(1024, cfg.max_len),
                                                  n_embd=cfg.d_model, n_layer=cfg.n_layer, n_head=4))
-    rl_len = cfg.max_len + cfg.turns * (cfg.max_new + cfg.user_new)
+    rl_len = cfg.max_len + cfg.rl.max_turns * (cfg.rl.max_new_tokens + cfg.user_new)
     users = (m,) * 4  # prompted, calibrated, held-out and independent user models
     return estimate([
         Stage("pretraining / SFT", (), m, train_batch=cfg.batch, train_len=cfg.max_len),
         Stage("discriminators and probes", (m,) * 2, m, gen=m, gen_batch=64, gen_len=cfg.max_len, train_batch=cfg.batch,
               train_len=cfg.max_len),
-        Stage("GRPO (policy, reference, simulators)", users + ((m,) if cfg.beta > 0 else ()), m, train_batch=cfg.rl_batch,
-              train_len=rl_len, gen=m, gen_batch=cfg.rl_batch, gen_len=rl_len),
+        Stage("GRPO (policy, reference, simulators)", users + ((m,) if cfg.rl.beta > 0 else ()), m, train_batch=cfg.rl.batch,
+              train_len=rl_len, gen=m, gen_batch=cfg.rl.batch, gen_len=rl_len),
     ])
 
 
@@ -354,7 +348,7 @@ class Stages:
         """The checkpoint measure of ``--curve-every`` (:func:`~shiftbounds.conversations.taskmaster_study.train_arm`):
         the evaluation's goals, settings and draws at ``seed``."""
         cfg = self.cfg
-        return {"every": cfg.curve_every, "users": cfg.curve_users, "goals": self.goals, "turns": cfg.turns, "max_new": cfg.max_new,
+        return {"every": cfg.curve_every, "users": cfg.curve_users, "goals": self.goals, "turns": cfg.rl.max_turns, "max_new": cfg.rl.max_new_tokens,
                 "temperature": cfg.eval_temperature, "seed": seed} if cfg.curve_every else None
 
     def evaluation(self, arm: str, seed: int, names: Sequence[str] | None = None, key: tuple | None = None) -> dict:
@@ -370,7 +364,7 @@ class Stages:
         names = names or EVAL_USERS + ((sim,) if sim else ())
         folder = self.folder(f"agent_{arm}") if fixed else self.agent(arm, seed)
         return self.st.json(stage_name(key), lambda: study.evaluate(
-            folder, self.users, names, self.goals, seed=seed, turns=cfg.turns, max_new=cfg.max_new, temperature=cfg.eval_temperature))
+            folder, self.users, names, self.goals, seed=seed, turns=cfg.rl.max_turns, max_new=cfg.rl.max_new_tokens, temperature=cfg.eval_temperature))
 
     def stage(self, key: tuple):
         """The stage ``key`` (see :func:`stage_needs`), computed if not saved."""

@@ -31,17 +31,20 @@ from typing import Any, TypeVar
 C = TypeVar("C")
 
 
-def component(default: Any, help: str, *, flat: Mapping[str, str], earlier: Mapping[str, Any] | None = None) -> Any:
+def component(default: Any, help: str, *, flat: Mapping[str, str], earlier: Mapping[str, Any] | None = None,
+              interleave: Mapping[str, str] | None = None) -> Any:
     """A field holding the config dataclass ``default``, whose options are ``flat``'s keys (each read
     also under its ``flat`` name); ``help`` titles its section of ``--help``; ``earlier``: the options
-    added after runs were made, with the values those runs had."""
+    added after runs were made, with the values those runs had; ``interleave``: option -> a plain field
+    of the enclosing config that the flat layout writes right after that option (where the runs made
+    before the component had it)."""
     if not dataclasses.is_dataclass(default) or isinstance(default, type):
         raise TypeError(f"component needs a config dataclass instance as its default; got {default!r}")
-    unknown = sorted((set(flat) | set(earlier or {})) - {f.name for f in dataclasses.fields(default)})
+    unknown = sorted((set(flat) | set(earlier or {}) | set(interleave or {})) - {f.name for f in dataclasses.fields(default)})
     if unknown:
         raise TypeError(f"component {type(default).__name__}: no fields {unknown}")
     return dataclasses.field(default_factory=lambda: default, metadata={"help": help, "flat": dict(flat), "component": True,
-                                                                        "earlier": dict(earlier or {})})
+                                                                        "earlier": dict(earlier or {}), "interleave": dict(interleave or {})})
 
 
 def components(cls: type) -> dict[str, dataclasses.Field]:
@@ -152,10 +155,17 @@ def flat_dict(cfg: Any) -> dict[str, Any]:
     """``dataclasses.asdict(cfg)`` with each component written in its flat layout (its options under
     their flat names, where the component's field stands): the form of every run's ``config.json``."""
     out: dict[str, Any] = {}
+    moved = {name for f in dataclasses.fields(cfg) for name in f.metadata.get("interleave", {}).values()}
     for f in dataclasses.fields(cfg):
         value = getattr(cfg, f.name)
+        if f.name in moved:
+            continue
         if f.metadata.get("component"):
-            out.update({flat: getattr(value, sub) for sub, flat in f.metadata["flat"].items()})
+            for sub, flat in f.metadata["flat"].items():
+                out[flat] = getattr(value, sub)
+                if sub in f.metadata["interleave"]:
+                    name = f.metadata["interleave"][sub]
+                    out[name] = _copy(getattr(cfg, name))
         elif dataclasses.is_dataclass(value) and not isinstance(value, type):
             out[f.name] = flat_dict(value)
         else:
